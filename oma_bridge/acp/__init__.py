@@ -1,0 +1,3 @@
+"""The Agent Client Protocol: client role (drive an ACP agent) and agent role."""
+
+__all__ = ()

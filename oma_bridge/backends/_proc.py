@@ -1,0 +1,234 @@
+"""Spawn a child in its own process group, drain it, kill its whole tree, reap it.
+
+Shared by every transport that starts a process (process, PTY, ACP agents, ACP
+terminals). Pipes are raw non-blocking descriptors waited on with
+``anyio.wait_readable``/``wait_writable``: waiting consumes nothing, so a
+cancelled wait never loses or duplicates a byte, on asyncio and trio alike.
+Exit is observed through a pidfd where the kernel has one (Linux), so no
+thread and no SIGCHLD handler is involved.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import weakref
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..bridge.errors import BackendStartError
+from ._redact import redact
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+_LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
+
+
+def child_env(
+    overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
+) -> dict[str, str]:
+    """The parent's environment, minus ``scrub``, with ``overrides`` merged over it."""
+    env = dict(os.environ)
+    for name in scrub:
+        env.pop(name, None)
+    if overrides:
+        env.update(overrides)
+    return env
+
+
+def resolve_executable(command: str, env: Mapping[str, str], cwd: str | None) -> str:
+    """Find ``command`` the way the child's exec would, before anything is spawned.
+
+    Raises:
+        BackendStartError: it does not exist or is not executable (names the PATH
+            searched), or ``cwd`` is not a directory.
+    """
+    if cwd is not None and not os.path.isdir(cwd):
+        raise BackendStartError(command, reason=f"working directory {cwd!r} does not exist")
+    if os.sep in command:
+        path = command if os.path.isabs(command) else os.path.join(cwd or os.getcwd(), command)
+        if not os.path.isfile(path):
+            raise BackendStartError(command, reason="no such file")
+        if not os.access(path, os.X_OK):
+            raise BackendStartError(command, reason="the file is not executable")
+        return path
+    search = env.get("PATH", os.defpath)
+    found = shutil.which(command, path=search)
+    if found is None:
+        raise BackendStartError(
+            command, reason="command not found", searched_path=search
+        )
+    return found
+
+
+class StderrTail:
+    """The last ``limit`` bytes a child wrote to stderr."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self.dropped = False
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+        excess = len(self._buf) - self.limit
+        if excess > 0:
+            del self._buf[:excess]
+            self.dropped = True
+
+    def text(self, secrets: Iterable[str] = ()) -> str:
+        """The tail as text with secrets redacted; a cut first line is dropped."""
+        data = bytes(self._buf)
+        if self.dropped:
+            # A line cut in the middle might hold half a secret no pattern matches.
+            data = data.partition(b"\n")[2]
+        return redact(data.decode("utf-8", "replace"), secrets)
+
+
+class Child:
+    """A child process leading its own process group (its own session).
+
+    Attributes:
+        stdin, stdout, stderr: Non-blocking descriptors, or -1 when not piped or
+            already closed.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | None,
+        pipe_stdin: bool,
+    ) -> None:
+        try:
+            self._popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BackendStartError(argv[0], reason=exc.strerror or str(exc)) from exc
+        self.pid = self._popen.pid
+        self.stdin = self._take(self._popen.stdin)
+        self.stdout = self._take(self._popen.stdout)
+        self.stderr = self._take(self._popen.stderr)
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.pidfd = -1
+        self.returncode: int | None = None
+        _LIVE.add(self)
+
+    @staticmethod
+    def _take(stream: object) -> int:
+        if stream is None:
+            return -1
+        fd = os.dup(stream.fileno())  # type: ignore[attr-defined]
+        stream.close()  # type: ignore[attr-defined]
+        os.set_blocking(fd, False)
+        return fd
+
+    # -- exit and reaping ------------------------------------------------------
+
+    def has_exited(self) -> bool:
+        """True once the child has ended (it may still be an unreaped zombie)."""
+        if self.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def reap(self) -> int:
+        """Kill what is left of the group, then collect the exit status.
+
+        The leader's zombie keeps the process-group id reserved until it is
+        reaped, so the group kill cannot hit an unrelated process.
+        """
+        if self.returncode is None:
+            self.killpg(signal.SIGKILL)
+            self.returncode = self._popen.wait()
+            _LIVE.discard(self)
+            self._close(self.pidfd)
+            self.pidfd = -1
+        return self.returncode
+
+    async def wait_exit(self) -> None:
+        """Wait until the child ends; cancellable at any point without loss."""
+        if self.pidfd >= 0:
+            while not self.has_exited():
+                await anyio.wait_readable(self.pidfd)
+            return
+        delay = 0.001
+        while not self.has_exited():
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def killpg(self, sig: signal.Signals) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+
+    async def terminate(self, grace: float) -> int:
+        """Stop the whole tree: close stdin, SIGTERM, ``grace``, SIGKILL, reap.
+
+        Runs shielded: it finishes even when the caller is being cancelled.
+        """
+        with anyio.CancelScope(shield=True):
+            self.close_stdin()
+            if not self.has_exited():
+                self.killpg(signal.SIGTERM)
+                with anyio.move_on_after(grace):
+                    await self.wait_exit()
+            return self.reap()
+
+    def kill_now(self) -> None:
+        """Synchronous last resort (finalizers, interpreter exit): SIGKILL and reap."""
+        if self.returncode is None:
+            self.reap()
+        self.close()
+
+    # -- descriptors -------------------------------------------------------------
+
+    @staticmethod
+    def _close(fd: int) -> None:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def close_stdin(self) -> None:
+        self._close(self.stdin)
+        self.stdin = -1
+
+    def close(self) -> None:
+        """Close every descriptor this object still holds."""
+        self.close_stdin()
+        self._close(self.stdout)
+        self._close(self.stderr)
+        self.stdout = self.stderr = -1
+        if self.returncode is not None:
+            self._close(self.pidfd)
+            self.pidfd = -1
+
+    def __del__(self) -> None:
+        # A stream abandoned without aclose(): never leave the tree running.
+        if getattr(self, "returncode", 0) is None:
+            self.kill_now()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for child in list(_LIVE):
+        child.kill_now()

@@ -1,0 +1,72 @@
+"""Find secrets in text an agent wrote, so none reaches an error or a log.
+
+Every match on every line is replaced, not only the first ``key: value``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+REDACTED = "[REDACTED]"
+
+_SECRET_NAME = (
+    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential|auth"
+    r"|private[_-]?key|access[_-]?key|session[_-]?key|cookie)"
+)
+_NAME_LOOKS_SECRET = re.compile(_SECRET_NAME, re.IGNORECASE)
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # PEM private keys, also when the tail cut the END line off.
+    (
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+            re.DOTALL,
+        ),
+        REDACTED,
+    ),
+    # Authorization headers.
+    (
+        re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
+        rf"\1 {REDACTED}",
+    ),
+    # NAME=value, "name": "value", name: value, where the name looks secret.
+    (
+        re.compile(
+            rf"""(\b[\w.-]*{_SECRET_NAME}[\w.-]*["']?\s*[=:]\s*["']?)([^\s"',;]{{3,}})""",
+            re.IGNORECASE,
+        ),
+        rf"\1{REDACTED}",
+    ),
+    # Well-known token shapes, wherever they stand.
+    (
+        re.compile(
+            r"\b(?:sk-[A-Za-z0-9_-]{16,}"
+            r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+            r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+            r"|AKIA[0-9A-Z]{16}"
+            r"|AIza[0-9A-Za-z_-]{35}"
+            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+        ),
+        REDACTED,
+    ),
+)
+
+
+def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Values of variables whose names look secret, longest first."""
+    values = {v for k, v in env.items() if len(v) >= 6 and _NAME_LOOKS_SECRET.search(k)}
+    return tuple(sorted(values, key=len, reverse=True))
+
+
+def redact(text: str, values: Iterable[str] = ()) -> str:
+    """Replace every secret in ``text``: known values first, then known shapes."""
+    for value in values:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text

@@ -1,0 +1,417 @@
+"""Process backend: any command-line program as a text-only agent, fresh per run."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import selectors
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, final
+
+import anyio
+
+from ..bridge import (
+    AgentRunResult,
+    BackendExitError,
+    BackendTimeout,
+    DoneEvent,
+    ErrorEvent,
+    InputProfile,
+    OmaBridgeError,
+    TextEvent,
+)
+from ._proc import Child, StderrTail, child_env, resolve_executable
+from ._redact import secret_values
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from typing_extensions import Self
+
+    from ..bridge import RunRequest, StreamEvent
+
+__all__ = ("ProcessBackend", "ProcessBackendConfig")
+
+InputMode = Literal["stdin", "argument", "none"]
+_READ_SIZE = 64 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessBackendConfig:
+    """Run ``command`` as a fresh child for every run.
+
+    Attributes:
+        command: The executable: a name looked up on the child's PATH, or a path.
+        args: Arguments, passed as separate argv elements (never through a shell).
+        env: Variables merged over the parent's environment for the child.
+        scrub_env: Variables removed from the inherited environment first.
+        cwd: The child's working directory.
+        input: How the prompt reaches it: ``"stdin"`` (written, then closed),
+            ``"argument"`` (appended as one argv element) or ``"none"``.
+        timeout: Seconds before the run is stopped and fails with BackendTimeout.
+        max_output_bytes: Stdout kept per run; the rest is dropped and marked.
+        stderr_tail_bytes: How much of stderr is kept for error messages.
+        kill_grace: Seconds between SIGTERM and SIGKILL when stopping the tree.
+    """
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    scrub_env: tuple[str, ...] = ()
+    cwd: str | None = None
+    input: InputMode = "stdin"
+    timeout: float | None = None
+    max_output_bytes: int = 16 * 1024 * 1024
+    stderr_tail_bytes: int = 8 * 1024
+    kill_grace: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.command, str) or not self.command:
+            raise TypeError("ProcessBackendConfig.command must be a non-empty str")
+        if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
+            raise TypeError("ProcessBackendConfig.args must be a sequence of str")
+        object.__setattr__(self, "args", tuple(self.args))
+        if self.input not in ("stdin", "argument", "none"):
+            raise ValueError(
+                f"ProcessBackendConfig.input must be 'stdin', 'argument' or 'none', "
+                f"got {self.input!r}"
+            )
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("ProcessBackendConfig.timeout must be positive")
+        if self.max_output_bytes < 0 or self.stderr_tail_bytes < 0:
+            raise ValueError("byte limits must not be negative")
+
+    @property
+    def input_profile(self) -> InputProfile:
+        # With input="none" the prompt is never sent, so a blank one loses nothing.
+        return InputProfile(
+            transport="process",
+            blank_prompt="allow" if self.input == "none" else "reject",
+        )
+
+    def create_backend(self) -> ProcessBackend:
+        return ProcessBackend(self)
+
+
+@final
+class ProcessBackend:
+    """Runs the configured command once per run; holds no process between runs."""
+
+    def __init__(self, config: ProcessBackendConfig) -> None:
+        self.config = config
+        self._runs: set[_ProcessRun] = set()
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return self.config.input_profile
+
+    def stream(self, request: RunRequest) -> _ProcessRun:
+        return _ProcessRun(self, request)
+
+    async def aclose(self) -> None:
+        """Stop runs still in flight (their callers see them end as aborted)."""
+        for run in list(self._runs):
+            await run.aclose()
+
+
+def _prompt_text(request: RunRequest) -> str:
+    if request.system_prompt:
+        return f"{request.system_prompt}\n\n{request.prompt}"
+    return request.prompt
+
+
+@final
+class _ProcessRun:
+    """One child, pumped in the consumer's own task.
+
+    Each ``__anext__`` waits on one selector that watches stdout, stderr, stdin
+    (while the prompt is being written) and the exit pidfd, then does the
+    non-blocking I/O that is ready. No task group or cancel scope outlives a
+    call, and every wait is bounded by the run's deadline.
+    """
+
+    def __init__(self, backend: ProcessBackend, request: RunRequest) -> None:
+        self._backend = backend
+        self._config = backend.config
+        self._request = request
+        self._child: Child | None = None
+        self._sel: selectors.BaseSelector | None = None
+        self._pending: deque[StreamEvent] = deque()
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._output: list[str] = []
+        self._kept = 0
+        self._truncated = False
+        self._stdin_data = b""
+        self._stdin_sent = 0
+        self._tail = StderrTail(self._config.stderr_tail_bytes)
+        self._secrets: tuple[str, ...] = ()
+        self._started = 0.0
+        self._deadline = float("inf")
+        self._exited_at: float | None = None
+        self._finished = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            if self._child is None:
+                failure = self._start()
+                if failure is not None:
+                    return self._terminal(failure)
+            while not self._pending:
+                if self._is_drained():
+                    return await self._complete()
+                if time.monotonic() >= self._deadline:
+                    return await self._time_out()
+                await self._step()
+            return self._pending.popleft()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    # -- start -------------------------------------------------------------------
+
+    def _start(self) -> OmaBridgeError | None:
+        config, request = self._config, self._request
+        self._started = time.monotonic()
+        if config.timeout is not None:
+            self._deadline = self._started + config.timeout
+        env = child_env(config.env, config.scrub_env)
+        self._secrets = secret_values(env)
+        argv = [config.command, *config.args]
+        text = _prompt_text(request)
+        if config.input == "argument":
+            argv.append(text)
+        elif config.input == "stdin":
+            self._stdin_data = text.encode()
+        try:
+            argv[0] = resolve_executable(config.command, env, config.cwd)
+            child = Child(argv, env=env, cwd=config.cwd, pipe_stdin=config.input == "stdin")
+        except OmaBridgeError as exc:
+            return exc
+        self._child = child
+        self._backend._runs.add(self)
+        sel = selectors.DefaultSelector()
+        sel.register(child.stdout, selectors.EVENT_READ)
+        sel.register(child.stderr, selectors.EVENT_READ)
+        if child.pidfd >= 0:
+            sel.register(child.pidfd, selectors.EVENT_READ)
+        if child.stdin >= 0:
+            if self._stdin_data:
+                sel.register(child.stdin, selectors.EVENT_WRITE)
+            else:
+                child.close_stdin()
+        self._sel = sel
+        return None
+
+    # -- pumping -----------------------------------------------------------------
+
+    async def _step(self) -> None:
+        sel, child = self._sel, self._child
+        assert sel is not None and child is not None
+        ready = sel.select(0)
+        if not ready:
+            wait = self._deadline - time.monotonic()
+            if self._exited_at is not None:
+                # The leader is gone; only escaped descendants could still hold
+                # the pipes open. Give them a short grace, then stop reading.
+                wait = min(wait, self._exited_at + self._config.kill_grace - time.monotonic())
+            elif child.pidfd < 0:
+                wait = min(wait, 0.05)  # no pidfd: poll for the exit now and then
+            if wait <= 0:
+                self._give_up_on_pipes()
+                return
+            with anyio.move_on_after(wait):
+                await anyio.wait_readable(sel)  # type: ignore[arg-type]
+            ready = sel.select(0)
+        for key, _ in ready:
+            fd = key.fd
+            if fd == child.stdout:
+                self._read_stdout()
+            elif fd == child.stderr:
+                self._read_stderr()
+            elif fd == child.stdin:
+                self._write_stdin()
+            elif fd == child.pidfd:
+                self._on_exit()
+        if child.pidfd < 0 and self._exited_at is None and child.has_exited():
+            self._on_exit()
+
+    def _read(self, fd: int) -> bytes | None:
+        """Read what is there; None when nothing is, b"" at end of file."""
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return None
+        if not data:
+            self._unwatch(fd)
+        return data
+
+    def _unwatch(self, fd: int) -> None:
+        assert self._sel is not None and self._child is not None
+        self._sel.unregister(fd)
+        child = self._child
+        if fd == child.stdout:
+            os.close(fd)
+            child.stdout = -1
+        elif fd == child.stderr:
+            os.close(fd)
+            child.stderr = -1
+        elif fd == child.stdin:
+            child.close_stdin()
+
+    def _read_stdout(self) -> bool:
+        """Take one chunk of stdout; False when there was nothing to take."""
+        data = self._read(self._child.stdout)  # type: ignore[union-attr]
+        if data is None:
+            return False
+        final = not data
+        room = self._config.max_output_bytes - self._kept
+        if len(data) > room:
+            data = data[: max(room, 0)]
+            self._truncated = True
+        self._kept += len(data)
+        text = self._decoder.decode(data, final=final)
+        if text:
+            self._output.append(text)
+            self._pending.append(TextEvent(text))
+        return not final
+
+    def _read_stderr(self) -> bool:
+        data = self._read(self._child.stderr)  # type: ignore[union-attr]
+        if data:
+            self._tail.feed(data)
+        return bool(data)
+
+    def _write_stdin(self) -> None:
+        child = self._child
+        assert child is not None
+        try:
+            self._stdin_sent += os.write(child.stdin, self._stdin_data[self._stdin_sent :])
+        except BlockingIOError:
+            return
+        except BrokenPipeError:
+            # The child stopped reading: its exit status tells the story.
+            self._stdin_sent = len(self._stdin_data)
+        if self._stdin_sent >= len(self._stdin_data):
+            self._unwatch(child.stdin)
+
+    def _on_exit(self) -> None:
+        child = self._child
+        assert child is not None and self._sel is not None
+        if child.pidfd >= 0 and child.pidfd in self._sel.get_map():
+            self._sel.unregister(child.pidfd)
+        self._exited_at = time.monotonic()
+        child.reap()  # also kills what the leader left running in its group
+        if child.stdin >= 0:
+            self._unwatch(child.stdin)
+
+    def _give_up_on_pipes(self) -> None:
+        child = self._child
+        assert child is not None
+        for fd in (child.stdout, child.stderr):
+            if fd >= 0:
+                self._unwatch(fd)
+
+    def _is_drained(self) -> bool:
+        child = self._child
+        assert child is not None
+        return child.stdout < 0 and child.stderr < 0 and self._exited_at is not None
+
+    # -- endings -----------------------------------------------------------------
+
+    async def _complete(self) -> StreamEvent:
+        child = self._child
+        assert child is not None
+        code = child.reap()
+        error: OmaBridgeError | None = None
+        if code != 0:
+            error = self._exit_error(code)
+        return self._terminal(error, exit_code=code)
+
+    def _exit_error(self, code: int) -> BackendExitError:
+        tail = self._tail.text(self._secrets)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return BackendExitError(self._config.command, signal=name, stderr_tail=tail)
+        return BackendExitError(self._config.command, exit_code=code, stderr_tail=tail)
+
+    async def _time_out(self) -> StreamEvent:
+        child = self._child
+        assert child is not None
+        await child.terminate(self._config.kill_grace)
+        self._flush_pipes()
+        timeout = self._config.timeout or 0.0
+        return self._terminal(
+            BackendTimeout(repr(self._config.command), timeout=timeout),
+            exit_code=child.returncode,
+        )
+
+    def _flush_pipes(self) -> None:
+        """After a kill, take what is already in the pipes (never wait for more)."""
+        child = self._child
+        assert child is not None
+        while child.stdout >= 0 and self._read_stdout():
+            pass
+        while child.stderr >= 0 and self._read_stderr():
+            pass
+
+    def _terminal(
+        self, error: OmaBridgeError | None, *, exit_code: int | None = None
+    ) -> StreamEvent:
+        self._release()
+        tail = self._decoder.decode(b"", final=True)
+        if tail:
+            self._output.append(tail)
+        output = "".join(self._output)
+        if self._truncated:
+            output += f"\n[oma-bridge: output truncated at {self._config.max_output_bytes} bytes]\n"
+        result = AgentRunResult(
+            success=error is None,
+            output=output,
+            messages=[
+                *self._request.messages,
+                {"role": "assistant", "content": [{"type": "text", "text": output}]},
+            ],
+            error=error,
+            duration_s=time.monotonic() - self._started,
+            exit_code=exit_code,
+            output_truncated=self._truncated,
+        )
+        if error is None:
+            return DoneEvent(result)
+        return ErrorEvent(error, result)
+
+    def _release(self) -> None:
+        self._finished = True
+        self._backend._runs.discard(self)
+        if self._sel is not None:
+            self._sel.close()
+            self._sel = None
+        if self._child is not None:
+            self._child.close()
+
+    async def aclose(self) -> None:
+        """Stop the run: kill and reap the whole process tree; idempotent."""
+        if self._finished:
+            return
+        self._finished = True
+        child = self._child
+        if child is not None and child.returncode is None:
+            await child.terminate(self._config.kill_grace)
+        self._release()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

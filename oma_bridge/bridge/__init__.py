@@ -1,0 +1,83 @@
+"""The Agent facade and the contracts every backend implements."""
+
+from ._agent import Agent, AgentConfig, AgentStream, run_agent
+from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
+from ._results import AgentRunResult, TokenUsage, ToolCallRecord
+from .backend import AgentBackend, BackendConfig, InputProfile, RunRequest
+from .errors import (
+    AgentRefusal,
+    BackendExitError,
+    BackendStartError,
+    BackendTimeout,
+    InvalidMessageError,
+    OmaBridgeError,
+    ProtocolError,
+    RemoteError,
+    UnsupportedContentBlockError,
+)
+from .events import (
+    DoneEvent,
+    ErrorEvent,
+    PlanEvent,
+    StreamEvent,
+    TextEvent,
+    ThoughtEvent,
+    ToolCallEvent,
+    ToolCallUpdateEvent,
+    UsageEvent,
+)
+from .messages import (
+    ContentBlock,
+    ImageBlock,
+    JSONValue,
+    LLMMessage,
+    MediaSource,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    VideoBlock,
+)
+
+__all__ = (
+    "AfterRunHook",
+    "Agent",
+    "AgentBackend",
+    "AgentConfig",
+    "AgentRefusal",
+    "AgentRunResult",
+    "AgentStream",
+    "BackendConfig",
+    "BackendExitError",
+    "BackendStartError",
+    "BackendTimeout",
+    "BeforeRunContext",
+    "BeforeRunHook",
+    "ContentBlock",
+    "DoneEvent",
+    "ErrorEvent",
+    "ImageBlock",
+    "InputProfile",
+    "InvalidMessageError",
+    "JSONValue",
+    "LLMMessage",
+    "MediaSource",
+    "OmaBridgeError",
+    "PlanEvent",
+    "ProtocolError",
+    "RemoteError",
+    "RunRequest",
+    "StreamEvent",
+    "TextBlock",
+    "TextEvent",
+    "ThoughtEvent",
+    "TokenUsage",
+    "ToolCallEvent",
+    "ToolCallRecord",
+    "ToolCallUpdateEvent",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "UnsupportedContentBlockError",
+    "UsageEvent",
+    "VideoBlock",
+    "run_agent",
+)

@@ -1,0 +1,315 @@
+"""The Agent facade: one text-only-aware API over any backend."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast, final
+
+import anyio
+
+from . import _inputs
+from ._hooks import apply_after_run, apply_before_run
+from ._results import AgentRunResult
+from .backend import AgentBackend, BackendConfig, RunRequest
+from .errors import ProtocolError
+from .events import DoneEvent, ErrorEvent
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+    from ._hooks import AfterRunHook, BeforeRunHook
+    from .backend import InputProfile
+    from .events import StreamEvent
+    from .messages import ContentBlock, LLMMessage
+
+__all__ = ("Agent", "AgentConfig", "AgentStream", "run_agent")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """An agent: a name, a backend, and optional system prompt, hooks and history.
+
+    Attributes:
+        name: Shown in logs and errors.
+        backend: A backend config (``ProcessBackendConfig``, ...) or a ready
+            ``AgentBackend`` instance.
+        system_prompt: Sent before the user text (how depends on the backend).
+        before_run: May rewrite the prompt (see ``BeforeRunContext``).
+        after_run: May replace the result.
+        history: Earlier turns restored for ``prompt()``. It never seeds a
+            process or ACP transport.
+    """
+
+    name: str
+    backend: BackendConfig | AgentBackend
+    system_prompt: str | None = None
+    before_run: BeforeRunHook | None = None
+    after_run: AfterRunHook | None = None
+    history: Sequence[LLMMessage] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError("AgentConfig.name must be a non-empty str")
+        if not isinstance(self.backend, (BackendConfig, AgentBackend)):
+            raise TypeError(
+                "AgentConfig.backend must be a backend config (e.g. "
+                "ProcessBackendConfig) or an AgentBackend, got "
+                f"{type(self.backend).__name__}"
+            )
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise TypeError("AgentConfig.system_prompt must be a str or None")
+
+
+def _copy(messages: object, path: _inputs.Path = ("input",)) -> list[LLMMessage]:
+    """Validate the shape, then take a private plain-dict deep copy."""
+    _inputs.check_messages(messages, path)
+    return cast("list[LLMMessage]", _inputs.to_plain(_inputs.deep_copy(messages, path)))
+
+
+@final
+class Agent:
+    """Runs an agent through its backend.
+
+    ``run`` and ``stream`` take a string (one user message) or a complete list of
+    messages; ``prompt`` takes a string or one user turn of content blocks and
+    keeps a persistent history. A text-only backend (process, PTY, ACP) rejects
+    any list with ``InvalidMessageError`` before anything else happens.
+
+    Use ``async with Agent(config) as agent:`` so that backends holding a
+    long-lived child (ACP) are closed when the block ends; ``aclose()`` does the
+    same by hand.
+    """
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self._backend: AgentBackend | None = None
+        self._history: list[LLMMessage] = (
+            _copy(config.history, ("history",)) if config.history else []
+        )
+        self._hookless = dataclasses.replace(
+            config, before_run=None, after_run=None
+        )
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return self.config.backend.input_profile
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the backend: stop any long-lived agent process it holds."""
+        backend, self._backend = self._backend, None
+        if backend is not None and backend is not self.config.backend:
+            with anyio.CancelScope(shield=True):
+                await backend.aclose()
+
+    def get_history(self) -> list[LLMMessage]:
+        """A deep copy of the persistent history kept by ``prompt()``."""
+        return _copy(self._history, ("history",))
+
+    def stream(self, input: str | Sequence[LLMMessage]) -> AgentStream:
+        """Start a run and return its events.
+
+        Validation happens now, at call time: a bad or (for a text-only backend)
+        structured input raises here, before any hook, event or process.
+
+        Returns:
+            An async iterator of ``StreamEvent`` that is also an async context
+            manager; leaving ``async with`` early stops the run at once.
+
+        Raises:
+            InvalidMessageError: malformed input, or structured input to a
+                text-only backend.
+            UnsupportedContentBlockError: a block type the backend cannot carry.
+        """
+        messages, structured = self._admit(input, turn=False)
+        return AgentStream(self, messages, structured=structured, history=None)
+
+    async def run(self, input: str | Sequence[LLMMessage]) -> AgentRunResult:
+        """Run once on ``input``; persistent history is neither read nor changed.
+
+        Returns:
+            The result; agent failures are results with ``success=False``.
+
+        Raises:
+            InvalidMessageError, UnsupportedContentBlockError: see ``stream``.
+            Cancellation stops the agent (its whole process tree) before returning.
+        """
+        return await self.stream(input).result()
+
+    async def prompt(self, input: str | Sequence[ContentBlock]) -> AgentRunResult:
+        """Run one user turn on top of the persistent history.
+
+        On success the turn and the reply are appended to the history; a rejected
+        or failed turn leaves it unchanged. External (text-only) transports never
+        receive the history: each prompt is sent on its own.
+        """
+        turn, structured = self._admit(input, turn=True)
+        if structured:
+            messages = [*_copy(self._history, ("history",)), *turn]
+        else:
+            messages = turn
+        stream = AgentStream(self, messages, structured=structured, history=turn)
+        return await stream.result()
+
+    # -- internals -------------------------------------------------------------
+
+    def _admit(
+        self, input: object, *, turn: bool
+    ) -> tuple[list[LLMMessage], bool]:
+        """Validate and copy ``input``; apply the backend's profile. Raises only."""
+        profile = self.input_profile
+        if isinstance(input, str):
+            _inputs.admit_prompt(input, profile)
+            return [_inputs.text_message(input)], False
+        if turn:
+            _inputs.check_blocks(input)
+            blocks = cast("list[ContentBlock]", _inputs.deep_copy(input))
+            messages = _copy([{"role": "user", "content": blocks}])
+        else:
+            messages = _copy(input)
+        _inputs.admit_profile(messages, profile, structured=True)
+        return messages, True
+
+    def _get_backend(self) -> AgentBackend:
+        if self._backend is None:
+            backend = self.config.backend
+            self._backend = (
+                backend.create_backend()
+                if isinstance(backend, BackendConfig)
+                else backend
+            )
+        return self._backend
+
+    async def _prepare(self, messages: list[LLMMessage]) -> RunRequest:
+        profile = self.input_profile
+        prompt = _inputs.latest_user_text(messages)
+        if self.config.before_run is not None:
+            prompt, messages = await apply_before_run(
+                self.config.before_run, messages, profile, self._hookless, _copy
+            )
+            if profile.structured:
+                _inputs.admit_profile(messages, profile, structured=True)
+        return RunRequest(
+            prompt=prompt,
+            messages=messages,
+            system_prompt=self.config.system_prompt,
+            agent_name=self.config.name,
+        )
+
+    async def _finish(
+        self, result: AgentRunResult, history: list[LLMMessage] | None
+    ) -> AgentRunResult:
+        if self.config.after_run is not None:
+            result = await apply_after_run(self.config.after_run, result)
+        if history is not None and result.success:
+            self._history.extend(history)
+            self._history.append(
+                {"role": "assistant", "content": [{"type": "text", "text": result.output}]}
+            )
+        return result
+
+
+@final
+class AgentStream:
+    """The events of one run: an async iterator and an async context manager.
+
+    The run starts on the first iteration and is driven in the consumer's own
+    task. Leaving ``async with`` (or calling ``aclose()``) before the terminal
+    event stops the backend's work, killing its process tree.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        messages: list[LLMMessage],
+        *,
+        structured: bool,
+        history: list[LLMMessage] | None,
+    ) -> None:
+        self._agent = agent
+        self._messages = messages
+        self._structured = structured
+        self._history = history
+        self._events: AsyncIterator[StreamEvent] | None = None
+        self._finished = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._events is None:
+            try:
+                request = await self._agent._prepare(self._messages)
+            except BaseException:
+                self._finished = True
+                raise
+            self._events = self._agent._get_backend().stream(request)
+        try:
+            event = await self._events.__anext__()
+        except StopAsyncIteration:
+            self._finished = True
+            raise ProtocolError(
+                f"the {self._agent.input_profile.transport} backend ended its "
+                "stream without a done or error event"
+            ) from None
+        except BaseException:
+            await self.aclose()
+            raise
+        if isinstance(event, (DoneEvent, ErrorEvent)):
+            self._finished = True
+            result = await self._agent._finish(event.result, self._history)
+            if result is not event.result:
+                event = dataclasses.replace(event, result=result)
+        return event
+
+    async def result(self) -> AgentRunResult:
+        """Consume the stream and return the result of its terminal event."""
+        async with self:
+            async for event in self:
+                if isinstance(event, (DoneEvent, ErrorEvent)):
+                    return event.result
+        raise AssertionError("unreachable: the stream ends with a terminal event")
+
+    async def aclose(self) -> None:
+        """Stop the run if it is still going; idempotent."""
+        self._finished = True
+        events, self._events = self._events, None
+        closer = getattr(events, "aclose", None)
+        if closer is not None:
+            with anyio.CancelScope(shield=True):
+                await closer()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def run_agent(
+    config: AgentConfig, input: str | Sequence[LLMMessage]
+) -> AgentRunResult:
+    """Run a one-off agent on ``input`` and close it; see ``Agent.run``."""
+    async with Agent(config) as agent:
+        return await agent.run(input)

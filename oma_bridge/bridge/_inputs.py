@@ -1,0 +1,241 @@
+"""The input boundary: shape guard, deep copy, and admission by input profile.
+
+Everything a caller hands to ``run``/``stream``/``prompt`` passes through here
+before any hook, event, history change or backend work happens.
+"""
+
+from __future__ import annotations
+
+import binascii
+import copy
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
+
+from .errors import InvalidMessageError, UnsupportedContentBlockError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .backend import InputProfile
+    from .messages import ContentBlock, LLMMessage
+
+Path = tuple[str | int, ...]
+
+_ROLES = ("user", "assistant")
+_MEDIA_BLOCKS = ("image", "video")
+# type/subtype with no parameters: "image/png" yes, "image/png; q=1" no.
+_MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*")
+_URL = re.compile(r"https?://[^\s/?#]+[^\s]*", re.IGNORECASE)
+
+
+def text_message(text: str) -> LLMMessage:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def check_messages(value: object, path: Path = ("input",)) -> None:
+    """Raise InvalidMessageError naming the first offending index path."""
+    if not isinstance(value, (list, tuple)):
+        raise InvalidMessageError(
+            f"expected a list of messages, got {type(value).__name__}", path=path
+        )
+    for i, message in enumerate(value):
+        here = (*path, i)
+        if not isinstance(message, Mapping):
+            raise InvalidMessageError(
+                f"a message must be a mapping, got {type(message).__name__}",
+                path=here,
+            )
+        if message.get("role") not in _ROLES:
+            raise InvalidMessageError(
+                f"role must be 'user' or 'assistant', got {message.get('role')!r}",
+                path=(*here, "role"),
+            )
+        check_blocks(message.get("content"), (*here, "content"))
+
+
+def check_blocks(value: object, path: Path = ("input",)) -> None:
+    """Check a list of content blocks; raise InvalidMessageError on the first fault."""
+    if not isinstance(value, (list, tuple)):
+        raise InvalidMessageError(
+            f"content must be a list of blocks, got {type(value).__name__}", path=path
+        )
+    for j, block in enumerate(value):
+        _check_block(block, (*path, j))
+
+
+def _check_block(block: object, path: Path) -> None:
+    if not isinstance(block, Mapping):
+        raise InvalidMessageError(
+            f"a content block must be a mapping, got {type(block).__name__}",
+            path=path,
+        )
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise InvalidMessageError("a content block needs a string 'type'", path=path)
+    if kind == "text":
+        _need_str(block, "text", path)
+    elif kind in _MEDIA_BLOCKS:
+        _check_source(block.get("source"), (*path, "source"))
+    elif kind == "tool_use":
+        _need_str(block, "id", path)
+        _need_str(block, "name", path)
+        if not isinstance(block.get("input"), Mapping):
+            raise InvalidMessageError(
+                "tool_use 'input' must be a mapping", path=(*path, "input")
+            )
+    elif kind == "tool_result":
+        _need_str(block, "tool_use_id", path)
+        content = block.get("content")
+        if not isinstance(content, str):
+            check_blocks(content, (*path, "content"))
+            for k, part in enumerate(cast("list[Mapping[str, object]]", content)):
+                if part["type"] not in ("text", "image"):
+                    raise InvalidMessageError(
+                        "tool_result content holds only text and image blocks",
+                        path=(*path, "content", k, "type"),
+                    )
+        if not isinstance(block.get("is_error", False), bool):
+            raise InvalidMessageError(
+                "tool_result 'is_error' must be a bool", path=(*path, "is_error")
+            )
+    # Other block types are shape-valid; the backend's profile decides whether
+    # it can carry them (UnsupportedContentBlockError).
+
+
+def _need_str(block: Mapping[str, object], key: str, path: Path) -> None:
+    if not isinstance(block.get(key), str):
+        raise InvalidMessageError(
+            f"{block['type']} block needs a string {key!r}", path=(*path, key)
+        )
+
+
+def _check_source(source: object, path: Path) -> None:
+    """Media leaves the process, so only two shapes are admitted (see the seed)."""
+    if not isinstance(source, Mapping):
+        raise InvalidMessageError("a media block needs a 'source' mapping", path=path)
+    kind = source.get("type")
+    if kind == "url":
+        url = source.get("url")
+        if not isinstance(url, str) or not _URL.fullmatch(url):
+            raise InvalidMessageError(
+                "a url source must be an absolute http: or https: URL "
+                "(file: paths, data: URLs and private schemes are not accepted)",
+                path=(*path, "url"),
+            )
+        media_type = source.get("media_type")
+        if media_type is not None:
+            _check_mime(media_type, (*path, "media_type"))
+    elif kind == "base64":
+        _check_mime(source.get("media_type"), (*path, "media_type"))
+        data = source.get("data")
+        if not isinstance(data, str) or not _is_canonical_base64(data):
+            raise InvalidMessageError(
+                "a base64 source needs raw canonical base64 data "
+                "(no data: prefix, no whitespace, correct padding)",
+                path=(*path, "data"),
+            )
+    else:
+        raise InvalidMessageError(
+            f"source type must be 'base64' or 'url', got {kind!r}",
+            path=(*path, "type"),
+        )
+
+
+def _check_mime(value: object, path: Path) -> None:
+    if not isinstance(value, str) or not _MIME.fullmatch(value):
+        raise InvalidMessageError(
+            f"media_type must be a parameterless MIME type, got {value!r}", path=path
+        )
+
+
+def _is_canonical_base64(data: str) -> bool:
+    if not data or len(data) % 4:
+        return False
+    try:
+        raw = binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    return binascii.b2a_base64(raw, newline=False).decode("ascii") == data
+
+
+def deep_copy(value: object, path: Path = ("input",)) -> object:
+    try:
+        return copy.deepcopy(value)
+    except Exception as exc:
+        raise InvalidMessageError(
+            f"the input cannot be deep-copied ({type(exc).__name__}: {exc})",
+            path=path,
+        ) from exc
+
+
+def to_plain(value: object) -> object:
+    """Turn mappings into dicts and tuples into lists, so backends see JSON shapes."""
+    if isinstance(value, Mapping):
+        return {key: to_plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item) for item in value]
+    return value
+
+
+def admit_profile(
+    messages: Sequence[LLMMessage], profile: InputProfile, *, structured: bool
+) -> None:
+    """Apply a backend's declared input profile; raise before anything is sent."""
+    if structured and not profile.structured:
+        raise InvalidMessageError(
+            f"The {profile.transport} external backend accepts string prompts only; "
+            "structured messages or content blocks cannot be forwarded without loss."
+        )
+    if profile.block_types is not None:
+        for i, message in enumerate(messages):
+            for j, block in enumerate(message["content"]):
+                if block["type"] not in profile.block_types:
+                    raise UnsupportedContentBlockError(
+                        block["type"],
+                        backend=profile.transport,
+                        path=("input", i, "content", j),
+                    )
+
+
+def admit_prompt(prompt: str, profile: InputProfile) -> None:
+    """Reject a prompt the profile says the backend cannot run."""
+    if profile.blank_prompt == "reject" and not prompt.strip():
+        raise InvalidMessageError(
+            f"The {profile.transport} backend was given an empty or whitespace-only "
+            "prompt; pass some text (nothing was started)."
+        )
+
+
+def latest_user_text(messages: Sequence[LLMMessage]) -> str:
+    """The text blocks of the latest user message, joined (OMA's ``ctx.prompt``)."""
+    for message in reversed(messages):
+        if message["role"] == "user":
+            return "".join(
+                block["text"] for block in message["content"] if block["type"] == "text"
+            )
+    return ""
+
+
+def replace_latest_user_text(messages: list[LLMMessage], prompt: str) -> None:
+    """Replace the latest user message's text blocks with one text block, in place.
+
+    The new block takes the place of the first text block; other blocks keep their
+    relative order. Without a user message, a new one is appended.
+    """
+    for message in reversed(messages):
+        if message["role"] != "user":
+            continue
+        content: list[ContentBlock] = []
+        placed = False
+        for block in message["content"]:
+            if block["type"] != "text":
+                content.append(block)
+            elif not placed:
+                content.append({"type": "text", "text": prompt})
+                placed = True
+        if not placed:
+            content.insert(0, {"type": "text", "text": prompt})
+        message["content"] = content
+        return
+    messages.append(text_message(prompt))

@@ -1,0 +1,75 @@
+"""What a run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .errors import OmaBridgeError
+    from .messages import JSONValue, LLMMessage
+
+__all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens (and cost, when the agent reports it) spent by one run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        cost = None
+        if self.cost is not None or other.cost is not None:
+            cost = (self.cost or 0.0) + (other.cost or 0.0)
+        return TokenUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+        )
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """A tool call the agent made during the run, as last reported."""
+
+    id: str
+    title: str = ""
+    kind: str | None = None
+    status: str | None = None
+    raw_input: JSONValue = None
+    raw_output: JSONValue = None
+
+
+@dataclass(frozen=True)
+class AgentRunResult:
+    """The outcome of one run.
+
+    Attributes:
+        success: True when the agent finished its turn normally.
+        output: The agent's text reply (partial when the run failed or aborted).
+        messages: The conversation of this run: the effective input plus the
+            assistant reply.
+        token_usage: Tokens spent, when the backend reports them.
+        tool_calls: Tool calls made, in order of first appearance.
+        aborted: The run was cancelled before the agent finished.
+        budget_exceeded: The agent stopped at a token or turn budget.
+        error: Why the run failed, when ``success`` is False.
+        duration_s: Wall-clock time of the run, in seconds.
+        exit_code: The agent process's exit status, where there is one.
+        output_truncated: Output beyond the backend's byte cap was dropped.
+    """
+
+    success: bool
+    output: str = ""
+    messages: list[LLMMessage] = field(default_factory=list)
+    token_usage: TokenUsage = field(default_factory=TokenUsage)
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    aborted: bool = False
+    budget_exceeded: bool = False
+    error: OmaBridgeError | None = None
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    output_truncated: bool = False

@@ -1,0 +1,84 @@
+"""The seams a transport implements: a backend, and a config that creates one.
+
+``bridge`` owns these protocols and never imports a concrete backend; the
+process, PTY and ACP backends (and any user-written one) implement them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from .events import StreamEvent
+    from .messages import LLMMessage
+
+__all__ = ("AgentBackend", "BackendConfig", "InputProfile", "RunRequest")
+
+
+@dataclass(frozen=True)
+class InputProfile:
+    """What a backend can carry without loss; checked before anything is sent.
+
+    Attributes:
+        transport: Its name in error messages ("process", "acp", "pty", ...).
+        structured: Whether message lists and content-block lists are accepted.
+            False means text-only: any list is rejected with InvalidMessageError.
+        block_types: The content block types it carries, or None for any.
+        blank_prompt: What an empty or whitespace-only prompt gets: "reject"
+            (InvalidMessageError before anything starts) or "allow".
+    """
+
+    transport: str
+    structured: bool = False
+    block_types: frozenset[str] | None = None
+    blank_prompt: Literal["reject", "allow"] = "reject"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run, as a backend receives it.
+
+    Attributes:
+        prompt: The effective user text (after ``before_run``), verbatim.
+        messages: The effective conversation, a private deep copy; for a
+            text-only backend it is the prompt as one user message.
+        system_prompt: The agent's system prompt, if any.
+        agent_name: The agent's name, for logs and errors.
+    """
+
+    prompt: str
+    messages: list[LLMMessage] = field(default_factory=list)
+    system_prompt: str | None = None
+    agent_name: str = "agent"
+
+
+@runtime_checkable
+class AgentBackend(Protocol):
+    """A transport that runs an agent.
+
+    ``stream(request)`` returns an async iterator of events that ends with exactly
+    one terminal event: ``done`` or ``error``, both carrying an ``AgentRunResult``.
+    Failures of the agent are reported that way; the iterator raises only for bugs
+    and cancellation. If the iterator has an ``aclose()`` coroutine, it is awaited
+    when the consumer stops early, and must stop whatever the run started.
+    """
+
+    @property
+    def input_profile(self) -> InputProfile: ...
+
+    def stream(self, request: RunRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class BackendConfig(Protocol):
+    """A frozen description of a backend that can create it (spawning nothing)."""
+
+    @property
+    def input_profile(self) -> InputProfile: ...
+
+    def create_backend(self) -> AgentBackend: ...
