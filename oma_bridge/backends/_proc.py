@@ -50,9 +50,15 @@ def resolve_executable(command: str, env: Mapping[str, str], cwd: str | None) ->
             searched), or ``cwd`` is not a directory.
     """
     if cwd is not None and not os.path.isdir(cwd):
-        raise BackendStartError(command, reason=f"working directory {cwd!r} does not exist")
+        raise BackendStartError(
+            command, reason=f"working directory {cwd!r} does not exist"
+        )
     if os.sep in command:
-        path = command if os.path.isabs(command) else os.path.join(cwd or os.getcwd(), command)
+        path = (
+            command
+            if os.path.isabs(command)
+            else os.path.join(cwd or os.getcwd(), command)
+        )
         if not os.path.isfile(path):
             raise BackendStartError(command, reason="no such file")
         if not os.access(path, os.X_OK):
@@ -192,7 +198,8 @@ class Child:
                 self.killpg(signal.SIGTERM)
                 with anyio.move_on_after(grace):
                     await self.wait_exit()
-            return self.reap()
+            code = self.reap()
+        return code
 
     def kill_now(self) -> None:
         """Synchronous last resort (finalizers, interpreter exit): SIGKILL and reap."""

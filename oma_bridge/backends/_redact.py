@@ -23,7 +23,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # PEM private keys, also when the tail cut the END line off.
     (
         re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?"
+            r"(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
             re.DOTALL,
         ),
         REDACTED,

@@ -192,7 +192,9 @@ class _ProcessRun:
             self._stdin_data = text.encode()
         try:
             argv[0] = resolve_executable(config.command, env, config.cwd)
-            child = Child(argv, env=env, cwd=config.cwd, pipe_stdin=config.input == "stdin")
+            child = Child(
+                argv, env=env, cwd=config.cwd, pipe_stdin=config.input == "stdin"
+            )
         except OmaBridgeError as exc:
             return exc
         self._child = child
@@ -221,7 +223,9 @@ class _ProcessRun:
             if self._exited_at is not None:
                 # The leader is gone; only escaped descendants could still hold
                 # the pipes open. Give them a short grace, then stop reading.
-                wait = min(wait, self._exited_at + self._config.kill_grace - time.monotonic())
+                wait = min(
+                    wait, self._exited_at + self._config.kill_grace - time.monotonic()
+                )
             elif child.pidfd < 0:
                 wait = min(wait, 0.05)  # no pidfd: poll for the exit now and then
             if wait <= 0:
@@ -293,7 +297,9 @@ class _ProcessRun:
         child = self._child
         assert child is not None
         try:
-            self._stdin_sent += os.write(child.stdin, self._stdin_data[self._stdin_sent :])
+            self._stdin_sent += os.write(
+                child.stdin, self._stdin_data[self._stdin_sent :]
+            )
         except BlockingIOError:
             return
         except BrokenPipeError:
@@ -374,7 +380,8 @@ class _ProcessRun:
             self._output.append(tail)
         output = "".join(self._output)
         if self._truncated:
-            output += f"\n[oma-bridge: output truncated at {self._config.max_output_bytes} bytes]\n"
+            cap = self._config.max_output_bytes
+            output += f"\n[oma-bridge: output truncated at {cap} bytes]\n"
         result = AgentRunResult(
             success=error is None,
             output=output,

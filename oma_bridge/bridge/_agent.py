@@ -10,7 +10,6 @@ import anyio
 
 from . import _inputs
 from ._hooks import apply_after_run, apply_before_run
-from ._results import AgentRunResult
 from .backend import AgentBackend, BackendConfig, RunRequest
 from .errors import ProtocolError
 from .events import DoneEvent, ErrorEvent
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ._hooks import AfterRunHook, BeforeRunHook
+    from ._results import AgentRunResult
     from .backend import InputProfile
     from .events import StreamEvent
     from .messages import ContentBlock, LLMMessage
@@ -90,9 +90,7 @@ class Agent:
         self._history: list[LLMMessage] = (
             _copy(config.history, ("history",)) if config.history else []
         )
-        self._hookless = dataclasses.replace(
-            config, before_run=None, after_run=None
-        )
+        self._hookless = dataclasses.replace(config, before_run=None, after_run=None)
 
     @property
     def input_profile(self) -> InputProfile:
@@ -167,9 +165,7 @@ class Agent:
 
     # -- internals -------------------------------------------------------------
 
-    def _admit(
-        self, input: object, *, turn: bool
-    ) -> tuple[list[LLMMessage], bool]:
+    def _admit(self, input: object, *, turn: bool) -> tuple[list[LLMMessage], bool]:
         """Validate and copy ``input``; apply the backend's profile. Raises only."""
         profile = self.input_profile
         if isinstance(input, str):
@@ -218,7 +214,10 @@ class Agent:
         if history is not None and result.success:
             self._history.extend(history)
             self._history.append(
-                {"role": "assistant", "content": [{"type": "text", "text": result.output}]}
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": result.output}],
+                }
             )
         return result
 

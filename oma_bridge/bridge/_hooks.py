@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
-
-from typing_extensions import TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._inputs import admit_prompt, latest_user_text, replace_latest_user_text
 from .errors import InvalidMessageError
@@ -37,8 +35,16 @@ class BeforeRunContext:
     agent: AgentConfig
 
 
-BeforeRunHook: TypeAlias = "Callable[[BeforeRunContext], Union[BeforeRunContext, None, Awaitable[BeforeRunContext | None]]]"
-AfterRunHook: TypeAlias = "Callable[[AgentRunResult], Union[AgentRunResult, None, Awaitable[AgentRunResult | None]]]"
+#: ``before_run(ctx)``, sync or async: return the context (changed or not) or None.
+BeforeRunHook: TypeAlias = (
+    "Callable[[BeforeRunContext], "
+    "BeforeRunContext | Awaitable[BeforeRunContext | None] | None]"
+)
+#: ``after_run(result)``, sync or async: return a replacement result or None.
+AfterRunHook: TypeAlias = (
+    "Callable[[AgentRunResult], AgentRunResult | Awaitable[AgentRunResult | None]"
+    " | None]"
+)
 
 
 async def _call(hook: Callable[[Any], Any], arg: object) -> object:

@@ -6,6 +6,7 @@ before any hook, event, history change or backend work happens.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import copy
 import re
@@ -153,10 +154,10 @@ def _is_canonical_base64(data: str) -> bool:
     if not data or len(data) % 4:
         return False
     try:
-        raw = binascii.a2b_base64(data, strict_mode=True)
+        raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return False
-    return binascii.b2a_base64(raw, newline=False).decode("ascii") == data
+    return base64.b64encode(raw).decode("ascii") == data
 
 
 def deep_copy(value: object, path: Path = ("input",)) -> object:

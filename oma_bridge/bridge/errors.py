@@ -134,7 +134,9 @@ class BackendExitError(OmaBridgeError):
         how = f"was killed by {signal}" if signal else f"exited with code {exit_code}"
         message = f"{command!r} {how}."
         if stderr_tail.strip():
-            message += f" Its stderr ends with:\n{stderr_tail.rstrip()}"
+            message += (
+                f"\nThe end of its stderr (secrets redacted):\n{stderr_tail.rstrip()}"
+            )
         else:
             message += " It wrote nothing to stderr."
         super().__init__(message)

@@ -9,9 +9,7 @@ event: ``done`` (the run finished) or ``error`` (it failed). Both carry the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Union
-
-from typing_extensions import TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 if TYPE_CHECKING:
     from ._results import AgentRunResult, TokenUsage
@@ -104,13 +102,13 @@ class ErrorEvent:
     type: Literal["error"] = "error"
 
 
-StreamEvent: TypeAlias = Union[
-    TextEvent,
-    ThoughtEvent,
-    ToolCallEvent,
-    ToolCallUpdateEvent,
-    PlanEvent,
-    UsageEvent,
-    DoneEvent,
-    ErrorEvent,
-]
+StreamEvent: TypeAlias = (
+    TextEvent
+    | ThoughtEvent
+    | ToolCallEvent
+    | ToolCallUpdateEvent
+    | PlanEvent
+    | UsageEvent
+    | DoneEvent
+    | ErrorEvent
+)

@@ -7,9 +7,9 @@ the input boundary validates the shape and deep-copies it.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict, Union
+from typing import Literal, TypeAlias, TypedDict, Union
 
-from typing_extensions import NotRequired, TypeAlias
+from typing_extensions import NotRequired
 
 __all__ = (
     "ContentBlock",
@@ -24,7 +24,7 @@ __all__ = (
 )
 
 JSONValue: TypeAlias = Union[
-    str, int, float, bool, None, "dict[str, JSONValue]", "list[JSONValue]"
+    str, int, float, bool, "dict[str, JSONValue]", "list[JSONValue]", None
 ]
 
 
@@ -40,7 +40,7 @@ class UrlSource(TypedDict):
     url: str
 
 
-MediaSource: TypeAlias = Union[Base64Source, UrlSource]
+MediaSource: TypeAlias = Base64Source | UrlSource
 
 
 class TextBlock(TypedDict):
@@ -72,9 +72,9 @@ class ToolResultBlock(TypedDict):
     is_error: NotRequired[bool]
 
 
-ContentBlock: TypeAlias = Union[
-    TextBlock, ImageBlock, VideoBlock, ToolUseBlock, ToolResultBlock
-]
+ContentBlock: TypeAlias = (
+    TextBlock | ImageBlock | VideoBlock | ToolUseBlock | ToolResultBlock
+)
 
 
 class LLMMessage(TypedDict):

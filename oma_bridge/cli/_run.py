@@ -1,0 +1,141 @@
+"""``oma-bridge run``: one prompt, one run, the reply streamed to stdout."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .. import (
+    Agent,
+    AgentConfig,
+    BackendExitError,
+    BackendStartError,
+    BackendTimeout,
+    DoneEvent,
+    ErrorEvent,
+    OmaBridgeError,
+    ProcessBackendConfig,
+    TextEvent,
+)
+from ._main import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    fail,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    from .. import AgentRunResult
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        config = _agent_config(args)
+    except (ValueError, TypeError) as exc:
+        return fail(str(exc))
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    try:
+        result = anyio.run(_run, config, prompt, args.format == "text")
+    except KeyboardInterrupt:
+        return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
+    except OmaBridgeError as exc:  # rejected at the boundary: nothing was started
+        return fail(str(exc))
+    if args.format == "json":
+        _print_json(result)
+    return _exit_status(result)
+
+
+def _agent_config(args: argparse.Namespace) -> AgentConfig:
+    argv = shlex.split(args.process)
+    if not argv:
+        raise ValueError("--process needs a command")
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
+        env[name] = value
+    backend = ProcessBackendConfig(
+        command=argv[0],
+        args=tuple(argv[1:]),
+        env=env or None,
+        cwd=args.cwd,
+        input=args.input,
+        timeout=args.timeout,
+    )
+    return AgentConfig(name=argv[0], backend=backend, system_prompt=args.system_prompt)
+
+
+async def _run(config: AgentConfig, prompt: str, stream: bool) -> AgentRunResult:
+    out = sys.stdout
+    async with Agent(config) as agent, agent.stream(prompt) as events:
+        async for event in events:
+            if isinstance(event, TextEvent):
+                if stream:
+                    out.write(event.text)
+                    out.flush()
+            elif isinstance(event, (DoneEvent, ErrorEvent)):
+                result = event.result
+                if stream and result.output and not result.output.endswith("\n"):
+                    if out.isatty():
+                        out.write("\n")
+                return result
+    raise AssertionError("the stream ended without a result")
+
+
+def _print_json(result: AgentRunResult) -> None:
+    import json
+
+    error = result.error
+    payload = {
+        "success": result.success,
+        "output": result.output,
+        "exit_code": result.exit_code,
+        "duration_s": round(result.duration_s, 6),
+        "aborted": result.aborted,
+        "budget_exceeded": result.budget_exceeded,
+        "output_truncated": result.output_truncated,
+        "token_usage": {
+            "input_tokens": result.token_usage.input_tokens,
+            "output_tokens": result.token_usage.output_tokens,
+            "cost": result.token_usage.cost,
+        },
+        "tool_calls": [
+            {
+                "id": call.id,
+                "title": call.title,
+                "kind": call.kind,
+                "status": call.status,
+            }
+            for call in result.tool_calls
+        ],
+        "error": None
+        if error is None
+        else {"type": type(error).__name__, "code": error.code, "message": str(error)},
+    }
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _exit_status(result: AgentRunResult) -> int:
+    error = result.error
+    if result.success:
+        return EXIT_OK
+    if isinstance(error, BackendTimeout):
+        status = EXIT_TIMEOUT
+    elif isinstance(error, BackendStartError):
+        status = EXIT_NOT_FOUND
+    else:
+        status = EXIT_FAILED
+    message = str(error) if error is not None else "the agent failed"
+    if isinstance(error, BackendExitError) and error.stderr_tail.strip():
+        last = error.stderr_tail.strip().splitlines()[-1]
+        message = f"{message.splitlines()[0]} Last stderr line: {last}"
+    return fail(message, status)
