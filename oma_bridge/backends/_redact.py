@@ -5,6 +5,7 @@ Every match on every line is replaced, not only the first ``key: value``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -17,49 +18,60 @@ _SECRET_NAME = (
     r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential|auth"
     r"|private[_-]?key|access[_-]?key|session[_-]?key|cookie)"
 )
-_NAME_LOOKS_SECRET = re.compile(_SECRET_NAME, re.IGNORECASE)
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # PEM private keys, also when the tail cut the END line off.
-    (
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?"
-            r"(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
-            re.DOTALL,
+
+@functools.cache
+def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    # Compiled on first use: redaction runs on failures, not on every start.
+    return (
+        # PEM private keys, also when the tail cut the END line off.
+        (
+            re.compile(
+                r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?"
+                r"(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+                re.DOTALL,
+            ),
+            REDACTED,
         ),
-        REDACTED,
-    ),
-    # Authorization headers.
-    (
-        re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
-        rf"\1 {REDACTED}",
-    ),
-    # NAME=value, "name": "value", name: value, where the name looks secret.
-    (
-        re.compile(
-            rf"""(\b[\w.-]*{_SECRET_NAME}[\w.-]*["']?\s*[=:]\s*["']?)([^\s"',;]{{3,}})""",
-            re.IGNORECASE,
+        # Authorization headers.
+        (
+            re.compile(
+                r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE
+            ),
+            rf"\1 {REDACTED}",
         ),
-        rf"\1{REDACTED}",
-    ),
-    # Well-known token shapes, wherever they stand.
-    (
-        re.compile(
-            r"\b(?:sk-[A-Za-z0-9_-]{16,}"
-            r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-            r"|xox[abprs]-[A-Za-z0-9-]{10,}"
-            r"|AKIA[0-9A-Z]{16}"
-            r"|AIza[0-9A-Za-z_-]{35}"
-            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+        # NAME=value, "name": "value", name: value, where the name looks secret.
+        (
+            re.compile(
+                rf"""(\b[\w.-]*{_SECRET_NAME}[\w.-]*["']?\s*[=:]\s*["']?)([^\s"',;]{{3,}})""",
+                re.IGNORECASE,
+            ),
+            rf"\1{REDACTED}",
         ),
-        REDACTED,
-    ),
-)
+        # Well-known token shapes, wherever they stand.
+        (
+            re.compile(
+                r"\b(?:sk-[A-Za-z0-9_-]{16,}"
+                r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+                r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+                r"|AKIA[0-9A-Z]{16}"
+                r"|AIza[0-9A-Za-z_-]{35}"
+                r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+            ),
+            REDACTED,
+        ),
+    )
+
+
+@functools.cache
+def _name_looks_secret() -> re.Pattern[str]:
+    return re.compile(_SECRET_NAME, re.IGNORECASE)
 
 
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """Values of variables whose names look secret, longest first."""
-    values = {v for k, v in env.items() if len(v) >= 6 and _NAME_LOOKS_SECRET.search(k)}
+    name = _name_looks_secret()
+    values = {v for k, v in env.items() if len(v) >= 6 and name.search(k)}
     return tuple(sorted(values, key=len, reverse=True))
 
 
@@ -68,6 +80,6 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     for value in values:
         if value in text:
             text = text.replace(value, REDACTED)
-    for pattern, replacement in _PATTERNS:
+    for pattern, replacement in _patterns():
         text = pattern.sub(replacement, text)
     return text

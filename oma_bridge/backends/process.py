@@ -147,7 +147,7 @@ class _ProcessRun:
         self._stdin_data = b""
         self._stdin_sent = 0
         self._tail = StderrTail(self._config.stderr_tail_bytes)
-        self._secrets: tuple[str, ...] = ()
+        self._env: Mapping[str, str] = {}
         self._started = 0.0
         self._deadline = float("inf")
         self._exited_at: float | None = None
@@ -182,8 +182,7 @@ class _ProcessRun:
         self._started = time.monotonic()
         if config.timeout is not None:
             self._deadline = self._started + config.timeout
-        env = child_env(config.env, config.scrub_env)
-        self._secrets = secret_values(env)
+        env = self._env = child_env(config.env, config.scrub_env)
         argv = [config.command, *config.args]
         text = _prompt_text(request)
         if config.input == "argument":
@@ -342,7 +341,7 @@ class _ProcessRun:
         return self._terminal(error, exit_code=code)
 
     def _exit_error(self, code: int) -> BackendExitError:
-        tail = self._tail.text(self._secrets)
+        tail = self._tail.text(secret_values(self._env))
         if code < 0:
             try:
                 name = signal.Signals(-code).name

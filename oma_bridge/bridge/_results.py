@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .errors import OmaBridgeError
@@ -12,15 +12,14 @@ if TYPE_CHECKING:
 __all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
 
 
-@dataclass(frozen=True)
-class TokenUsage:
+class TokenUsage(NamedTuple):
     """Tokens (and cost, when the agent reports it) spent by one run."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
 
-    def __add__(self, other: TokenUsage) -> TokenUsage:
+    def __add__(self, other: TokenUsage) -> TokenUsage:  # type: ignore[override]
         cost = None
         if self.cost is not None or other.cost is not None:
             cost = (self.cost or 0.0) + (other.cost or 0.0)
@@ -31,8 +30,7 @@ class TokenUsage:
         )
 
 
-@dataclass(frozen=True)
-class ToolCallRecord:
+class ToolCallRecord(NamedTuple):
     """A tool call the agent made during the run, as last reported."""
 
     id: str
@@ -41,6 +39,9 @@ class ToolCallRecord:
     status: str | None = None
     raw_input: JSONValue = None
     raw_output: JSONValue = None
+
+
+_NO_USAGE = TokenUsage()
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class AgentRunResult:
     success: bool
     output: str = ""
     messages: list[LLMMessage] = field(default_factory=list)
-    token_usage: TokenUsage = field(default_factory=TokenUsage)
+    token_usage: TokenUsage = _NO_USAGE
     tool_calls: tuple[ToolCallRecord, ...] = ()
     aborted: bool = False
     budget_exceeded: bool = False

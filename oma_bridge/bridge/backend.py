@@ -6,8 +6,7 @@ process, PTY and ACP backends (and any user-written one) implement them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -18,8 +17,7 @@ if TYPE_CHECKING:
 __all__ = ("AgentBackend", "BackendConfig", "InputProfile", "RunRequest")
 
 
-@dataclass(frozen=True)
-class InputProfile:
+class InputProfile(NamedTuple):
     """What a backend can carry without loss; checked before anything is sent.
 
     Attributes:
@@ -37,8 +35,7 @@ class InputProfile:
     blank_prompt: Literal["reject", "allow"] = "reject"
 
 
-@dataclass(frozen=True)
-class RunRequest:
+class RunRequest(NamedTuple):
     """One run, as a backend receives it.
 
     Attributes:
@@ -50,7 +47,7 @@ class RunRequest:
     """
 
     prompt: str
-    messages: list[LLMMessage] = field(default_factory=list)
+    messages: list[LLMMessage]
     system_prompt: str | None = None
     agent_name: str = "agent"
 
