@@ -11,7 +11,7 @@ import anyio
 from . import _inputs
 from ._hooks import apply_after_run, apply_before_run
 from .backend import AgentBackend, BackendConfig, RunRequest
-from .errors import ProtocolError
+from .errors import InvalidMessageError, ProtocolError
 from .events import DoneEvent, ErrorEvent
 
 if TYPE_CHECKING:
@@ -67,7 +67,15 @@ class AgentConfig:
 def _copy(messages: object, path: _inputs.Path = ("input",)) -> list[LLMMessage]:
     """Validate the shape, then take a private plain-dict deep copy."""
     _inputs.check_messages(messages, path)
-    return cast("list[LLMMessage]", _inputs.to_plain(_inputs.deep_copy(messages, path)))
+    copied = _inputs.deep_copy(messages, path)
+    try:
+        plain = _inputs.to_plain(copied)
+    except RecursionError as exc:
+        # deepcopy keeps reference cycles; a JSON-shaped copy cannot hold one.
+        raise InvalidMessageError(
+            "the input holds a reference cycle or is nested too deeply", path=path
+        ) from exc
+    return cast("list[LLMMessage]", plain)
 
 
 @final
@@ -156,11 +164,15 @@ class Agent:
         receive the history: each prompt is sent on its own.
         """
         turn, structured = self._admit(input, turn=True)
-        if structured:
+        # A backend that declares structured input gets the history, whether the
+        # turn is a str or blocks; a text-only transport gets the turn alone.
+        if self.input_profile.structured:
             messages = [*_copy(self._history, ("history",)), *turn]
         else:
             messages = turn
-        stream = AgentStream(self, messages, structured=structured, history=turn)
+        # The history keeps its own copy of the turn: what the backend or the
+        # caller does to the request or the result's messages cannot reach it.
+        stream = AgentStream(self, messages, structured=structured, history=_copy(turn))
         return await stream.result()
 
     # -- internals -------------------------------------------------------------
@@ -274,7 +286,7 @@ class AgentStream:
             self._finished = True
             result = await self._agent._finish(event.result, self._history)
             if result is not event.result:
-                event = dataclasses.replace(event, result=result)
+                event = event._replace(result=result)
         return event
 
     async def result(self) -> AgentRunResult:
