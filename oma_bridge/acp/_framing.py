@@ -1,0 +1,177 @@
+"""Newline-delimited JSON over an anyio byte stream (ACP's stdio transport).
+
+A frame is one UTF-8 JSON text ended by ``\\n`` (a ``\\r`` before it is dropped;
+blank lines are ignored). A line longer than ``max_line_bytes``, or one that is
+not JSON, raises ``ProtocolError`` at once: the reader never buffers without
+bound and never skips a bad line silently. After an oversize line the rest of it
+is discarded, so a caller that can survive bad frames (the agent role answers
+``-32700``) may keep receiving.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, final
+
+import anyio
+
+from ..backends._redact import redact
+from ..bridge.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from anyio.abc import ByteReceiveStream, ByteSendStream
+
+    from ..bridge.messages import JSONValue
+
+__all__ = ("DEFAULT_MAX_LINE_BYTES", "NdjsonStream", "encode")
+
+#: Far above asyncio's 64 KiB StreamReader default that other ACP clients hit
+#: with large tool outputs and file reads.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+_PREVIEW = 160
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_loads = json.loads
+
+
+def encode(message: Mapping[str, object]) -> bytes:
+    """One frame: compact JSON and the terminating newline."""
+    return _dumps(message).encode() + b"\n"
+
+
+def preview(line: bytes | bytearray) -> str:
+    """The start of a frame for an error message, secrets redacted."""
+    return redact(bytes(line[:_PREVIEW]).decode("utf-8", "replace"))
+
+
+@final
+class NdjsonStream:
+    """Messages over a byte stream, one JSON value per line.
+
+    Args:
+        receive: Where frames come from (None: send only).
+        send: Where frames go (None: receive only).
+        max_line_bytes: The largest frame accepted, newline excluded.
+    """
+
+    def __init__(
+        self,
+        receive: ByteReceiveStream | None,
+        send: ByteSendStream | None,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        if max_line_bytes <= 0:
+            raise ValueError("max_line_bytes must be positive")
+        self._in = receive
+        self._out = send
+        self.max_line_bytes = max_line_bytes
+        self._buf = bytearray()
+        self._pos = 0  # start of the unread part of _buf
+        self._discarding = False  # inside the rest of an oversize line
+        self._eof = False
+
+    async def receive(self) -> JSONValue:
+        """The next message.
+
+        Raises:
+            anyio.EndOfStream: the stream ended cleanly between frames.
+            ProtocolError: an oversize or non-JSON line, or a torn last frame.
+        """
+        while True:
+            line = self._next_line()
+            if line is None:
+                await self._fill()
+                continue
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line.strip():
+                continue
+            try:
+                return _loads(line)  # type: ignore[no-any-return]
+            except ValueError:
+                raise ProtocolError(
+                    "The peer wrote a line that is not JSON on the protocol stream.",
+                    line_preview=preview(line),
+                ) from None
+
+    def _next_line(self) -> bytes | None:
+        buf = self._buf
+        end = buf.find(b"\n", self._pos)
+        if end < 0:
+            if self._discarding:
+                del buf[:]
+                self._pos = 0
+            elif len(buf) - self._pos > self.max_line_bytes:
+                head = bytes(buf[self._pos : self._pos + _PREVIEW])
+                del buf[:]
+                self._pos = 0
+                self._discarding = True
+                raise self._oversize(head)
+            if self._eof:
+                return self._last_line()
+            return None
+        start, self._pos = self._pos, end + 1
+        if self._discarding:
+            self._discarding = False
+            return b""
+        if end - start > self.max_line_bytes + 1:  # +1: a \r may precede \n
+            raise self._oversize(bytes(buf[start : start + _PREVIEW]))
+        line = bytes(buf[start:end])
+        if self._pos > 1 << 16 and self._pos * 2 > len(buf):
+            del buf[: self._pos]  # compact rarely: slicing from the front is O(n)
+            self._pos = 0
+        return line
+
+    def _last_line(self) -> bytes:
+        rest = bytes(self._buf[self._pos :])
+        del self._buf[:]
+        self._pos = 0
+        if rest.strip():
+            raise ProtocolError(
+                "The peer closed the stream in the middle of a frame.",
+                line_preview=preview(rest),
+            )
+        raise anyio.EndOfStream
+
+    def _oversize(self, head: bytes) -> ProtocolError:
+        return ProtocolError(
+            f"The peer sent a frame larger than max_line_bytes="
+            f"{self.max_line_bytes}; raise the limit if the agent needs it.",
+            line_preview=preview(head),
+        )
+
+    async def _fill(self) -> None:
+        if self._in is None:
+            raise anyio.EndOfStream
+        try:
+            data = await self._in.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._eof = True
+            return
+        except anyio.BrokenResourceError:
+            self._eof = True
+            return
+        if self._pos == len(self._buf):
+            self._buf[:] = data
+            self._pos = 0
+        else:
+            self._buf += data
+
+    async def send(self, message: Mapping[str, object]) -> None:
+        """Write one message as one frame.
+
+        Raises:
+            anyio.ClosedResourceError: there is no send side.
+            anyio.BrokenResourceError: the peer stopped reading.
+        """
+        if self._out is None:
+            raise anyio.ClosedResourceError
+        await self._out.send(encode(message))
+
+    async def aclose(self) -> None:
+        for stream in (self._in, self._out):
+            if stream is not None:
+                await stream.aclose()

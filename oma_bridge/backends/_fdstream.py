@@ -1,0 +1,146 @@
+"""anyio byte streams over raw non-blocking descriptors (a child's pipes).
+
+A wait never consumes anything (``anyio.wait_readable`` then ``os.read``), so a
+cancelled ``receive()`` loses no byte, on asyncio and trio alike.
+
+``SideChannels`` is how one task keeps several pipes moving without starting
+tasks: descriptors registered there (an agent's stderr, a terminal's output,
+a pidfd) are serviced by their callbacks whenever the owner of the main stream
+waits. Both wait on one epoll/kqueue descriptor, which is itself pollable, so a
+single ``wait_readable`` covers them all.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from typing import TYPE_CHECKING, final
+
+import anyio
+import anyio.abc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ("FdReceiveStream", "FdSendStream", "SideChannels")
+
+_READ_SIZE = 64 * 1024
+
+
+@final
+class SideChannels:
+    """Descriptors drained by callbacks whenever their owner waits.
+
+    A callback must consume what is ready (or unregister its descriptor at end
+    of file); a level-triggered descriptor left ready would be serviced again.
+    """
+
+    def __init__(self) -> None:
+        self._sel = selectors.DefaultSelector()
+
+    def fileno(self) -> int:
+        return self._sel.fileno()
+
+    def add(self, fd: int, callback: Callable[[], None]) -> None:
+        self._sel.register(fd, selectors.EVENT_READ, callback)
+
+    def remove(self, fd: int) -> None:
+        if fd in self._sel.get_map():
+            self._sel.unregister(fd)
+
+    def service(self) -> bool:
+        """Run the callbacks of ready descriptors; True if any was ready."""
+        ready = self._sel.select(0)
+        for key, _ in ready:
+            key.data()
+        return bool(ready)
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Service the side channels until ``predicate()`` holds; cancellable."""
+        while True:
+            self.service()
+            if predicate():
+                return
+            await anyio.wait_readable(self._sel.fileno())
+
+    def close(self) -> None:
+        self._sel.close()
+
+
+@final
+class FdReceiveStream(anyio.abc.ByteReceiveStream):
+    """Reads a non-blocking descriptor it does not own (closing is the owner's job).
+
+    Args:
+        fd: The descriptor to read.
+        side: Side channels serviced while this stream waits for data.
+    """
+
+    def __init__(self, fd: int, *, side: SideChannels | None = None) -> None:
+        self._fd = fd
+        self._side = side
+        self._sel: selectors.DefaultSelector | None = None
+        if side is not None:
+            self._sel = selectors.DefaultSelector()
+            self._sel.register(fd, selectors.EVENT_READ)
+            self._sel.register(side.fileno(), selectors.EVENT_READ)
+
+    async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
+        while True:
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                pass
+            else:
+                if not data:
+                    raise anyio.EndOfStream
+                return data
+            if self._sel is None:
+                await anyio.wait_readable(self._fd)
+                continue
+            assert self._side is not None
+            if not self._side.service():
+                await anyio.wait_readable(self._sel.fileno())
+
+    async def aclose(self) -> None:
+        if self._sel is not None:
+            self._sel.close()
+            self._sel = None
+
+
+@final
+class FdSendStream(anyio.abc.ByteSendStream):
+    """Writes a non-blocking descriptor it does not own.
+
+    Attributes:
+        torn: A write was cancelled after part of the data went out, so the
+            byte stream no longer splits into whole frames.
+    """
+
+    def __init__(self, fd: int, *, on_eof: Callable[[], None] | None = None) -> None:
+        self._fd = fd
+        self._on_eof = on_eof
+        self.torn = False
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        sent = 0
+        try:
+            while sent < len(view):
+                try:
+                    sent += os.write(self._fd, view[sent:])
+                except BlockingIOError:
+                    await anyio.wait_writable(self._fd)
+                except (BrokenPipeError, OSError) as exc:
+                    raise anyio.BrokenResourceError from exc
+        except BaseException:
+            if 0 < sent < len(view):
+                self.torn = True
+            raise
+
+    async def send_eof(self) -> None:
+        if self._on_eof is not None:
+            self._on_eof()
+
+    async def aclose(self) -> None:
+        await self.send_eof()

@@ -1,0 +1,110 @@
+"""NDJSON framing over memory byte streams."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from oma_bridge import ProtocolError
+from oma_bridge.acp._framing import NdjsonStream, encode
+
+
+class Chunks:
+    """A byte receive stream that hands out the given chunks, then EOF."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = list(chunks)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        if not self.chunks:
+            raise anyio.EndOfStream
+        return self.chunks.pop(0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def reader(*chunks: bytes, limit: int = 1024) -> NdjsonStream:
+    return NdjsonStream(Chunks(*chunks), None, max_line_bytes=limit)  # type: ignore[arg-type]
+
+
+async def drain(stream: NdjsonStream) -> list[object]:
+    out = []
+    while True:
+        try:
+            out.append(await stream.receive())
+        except anyio.EndOfStream:
+            return out
+
+
+async def test_chunk_split_inside_a_json_string() -> None:
+    frame = encode({"text": "hello\\n wörld"})
+    cut = frame.index(b"w") + 1  # inside the string and inside a UTF-8 sequence
+    got = await drain(reader(frame[:cut], frame[cut:]))
+    assert got == [{"text": "hello\\n wörld"}]
+
+
+async def test_crlf_blank_lines_and_many_frames_per_chunk() -> None:
+    data = b'{"a":1}\r\n\r\n  \n{"b":2}\n{"c":3}\r\n'
+    assert await drain(reader(data)) == [{"a": 1}, {"b": 2}, {"c": 3}]
+
+
+async def test_oversize_line_raises_then_reader_recovers() -> None:
+    stream = reader(b'{"x":"' + b"a" * 600, b"a" * 600 + b'"}\n{"ok":1}\n', limit=1000)
+    with pytest.raises(ProtocolError, match="max_line_bytes=1000") as info:
+        await stream.receive()
+    assert info.value.line_preview is not None
+    assert info.value.line_preview.startswith('{"x":"aaa')
+    # The rest of the oversize line is discarded, never parsed, never wedging.
+    assert await stream.receive() == {"ok": 1}
+
+
+async def test_oversize_complete_line_in_one_chunk() -> None:
+    stream = reader(b'"' + b"b" * 2000 + b'"\n[1]\n', limit=100)
+    with pytest.raises(ProtocolError):
+        await stream.receive()
+    assert await stream.receive() == [1]
+
+
+async def test_default_limit_is_far_above_64k() -> None:
+    big = {"t": "x" * (1 << 20)}
+    stream = NdjsonStream(Chunks(encode(big)), None)  # type: ignore[arg-type]
+    assert await stream.receive() == big
+
+
+async def test_non_json_line_is_a_protocol_error() -> None:
+    stream = reader(b"Loading model...\n")
+    with pytest.raises(ProtocolError, match="not JSON") as info:
+        await stream.receive()
+    assert info.value.line_preview == "Loading model..."
+
+
+async def test_torn_last_frame_and_clean_eof() -> None:
+    with pytest.raises(ProtocolError, match="middle of a frame"):
+        await drain(reader(b'{"a":1}\n{"b":'))
+    assert await drain(reader(b'{"a":1}\n')) == [{"a": 1}]
+
+
+async def test_preview_redacts_secrets() -> None:
+    stream = reader(b"api_key=sk-abcdefghijklmnopqrstuvwx oops\n")
+    with pytest.raises(ProtocolError) as info:
+        await stream.receive()
+    assert "sk-abc" not in str(info.value)
+
+
+async def test_send_writes_compact_frames() -> None:
+    send, receive = anyio.create_memory_object_stream[bytes](10)
+
+    class Sink:
+        async def send(self, item: bytes) -> None:
+            await send.send(item)
+
+        async def aclose(self) -> None:
+            pass
+
+    stream = NdjsonStream(None, Sink(), max_line_bytes=10)  # type: ignore[arg-type]
+    await stream.send({"a": [1, "é"]})
+    assert receive.receive_nowait() == '{"a":[1,"é"]}\n'.encode()
+    send.close()
+    receive.close()
