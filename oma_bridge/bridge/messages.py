@@ -7,9 +7,10 @@ the input boundary validates the shape and deep-copies it.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, TypedDict, Union
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict, Union
 
-from typing_extensions import NotRequired
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
 
 __all__ = (
     "ContentBlock",
