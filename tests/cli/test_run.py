@@ -1,0 +1,235 @@
+"""`oma-bridge run`, driven as a user would: a real CLI process on real agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = shlex.quote(sys.executable)
+
+
+def cli(
+    *args: str, stdin: str | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_bridge", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def test_streams_the_reply_and_exits_zero() -> None:
+    done = cli("run", "--process", "cat", "hello there")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "hello there", "")
+
+
+def test_prompt_dash_reads_stdin_and_system_prompt_comes_first() -> None:
+    done = cli(
+        "run", "--process", "cat", "--system-prompt", "SYS", "-", stdin="from stdin"
+    )
+    assert done.returncode == 0
+    assert done.stdout == "SYS\n\nfrom stdin"
+
+
+def test_argument_mode_passes_one_argv_element_without_a_shell(tmp_path: Path) -> None:
+    script = "import sys, json; print(json.dumps(sys.argv[1:]))"
+    prompt = "$(touch pwned) ; echo hi"
+    done = cli(
+        "run",
+        "--process",
+        f"{PY} -c {shlex.quote(script)}",
+        "--input",
+        "argument",
+        "--cwd",
+        str(tmp_path),
+        prompt,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [prompt]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_json_format_prints_one_result_object() -> None:
+    done = cli("run", "--process", "cat", "--format", "json", "abc")
+    assert done.returncode == 0
+    result = json.loads(done.stdout)
+    assert result["success"] is True
+    assert result["output"] == "abc"
+    assert result["exit_code"] == 0
+    assert result["error"] is None
+
+
+def test_json_format_reports_the_failure_kind() -> None:
+    done = cli("run", "--process", "sh -c 'exit 3'", "--format", "json", "x")
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["success"] is False
+    assert result["error"]["type"] == "BackendExitError"
+    assert result["exit_code"] == 3
+
+
+def test_failure_is_one_redacted_line_on_stderr() -> None:
+    secret = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
+    done = cli(
+        "run",
+        "--process",
+        f"sh -c 'echo starting >&2; echo ANTHROPIC_API_KEY={secret} >&2; exit 4'",
+        "x",
+    )
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "exited with code 4" in lines[0]
+    assert "ANTHROPIC_API_KEY=[REDACTED]" in lines[0]
+    assert secret not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "needle"),
+    [
+        (["--process", "no-such-agent-xyz", "x"], 127, "command not found"),
+        (
+            ["--process", "sleep 30", "--input", "none", "--timeout", "0.3", "x"],
+            124,
+            "0.3 s",
+        ),
+        (["--process", "cat", "   "], 2, "empty or whitespace-only"),
+        (["--process", "", "x"], 2, "needs a command"),
+        (["--process", "cat", "--env", "NOEQUALS", "x"], 2, "NAME=VALUE"),
+    ],
+)
+def test_exit_status_by_failure_kind(args: list[str], status: int, needle: str) -> None:
+    done = cli("run", *args)
+    assert done.returncode == status, done.stderr
+    assert needle in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_env_reaches_the_agent() -> None:
+    done = cli(
+        "run",
+        "--process",
+        "sh -c 'printf %s \"$GREETING\"'",
+        "--input",
+        "none",
+        "--env",
+        "GREETING=hej",
+        "x",
+    )
+    assert (done.returncode, done.stdout) == (0, "hej")
+
+
+def test_help_answers_every_option() -> None:
+    done = cli("run", "--help")
+    assert done.returncode == 0
+    for option in (
+        "--process",
+        "--input",
+        "--system-prompt",
+        "--cwd",
+        "--env",
+        "--timeout",
+        "--format",
+        "PROMPT",
+        "exit status",
+    ):
+        assert option in done.stdout, option
+
+
+def test_no_command_is_a_usage_error() -> None:
+    done = cli()
+    assert done.returncode == 2
+    assert "COMMAND" in done.stderr
+
+
+def test_demo_agent_summarizes_the_bundled_article() -> None:
+    article = (ROOT / "examples" / "article.txt").read_text()
+    done = cli(
+        "run", "--process", f"{PY} examples/summarize_agent.py", "-", stdin=article
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Title:")
+    assert "Keywords:" in done.stdout
+
+
+def test_ctrl_c_kills_the_agent_tree_and_exits_130(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    # The agent starts a grandchild, records both pids, then waits forever.
+    script = (
+        "import os, subprocess, sys, time;"
+        "g = subprocess.Popen(['sleep', '300']);"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{g.pid}}');"
+        "print('ready', flush=True); time.sleep(300)"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oma_bridge",
+            "run",
+            "--process",
+            f"{PY} -c {shlex.quote(script)}",
+            "--input",
+            "none",
+            "x",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        agent_pids = [int(p) for p in pids.read_text().split()]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    for pid in agent_pids:
+        assert not _alive(pid), f"agent process {pid} survived Ctrl-C"
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie awaiting its reaper counts as dead."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        if state == "Z":
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_module_and_console_script_are_the_same_program() -> None:
+    script = Path(sys.executable).with_name("oma-bridge")
+    if not script.exists():
+        pytest.skip("the console script is not installed next to this interpreter")
+    done = subprocess.run(
+        [str(script), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ},
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith("oma-bridge ")
