@@ -1,0 +1,104 @@
+"""Every ``__all__`` matches its module, and the top-level import stays light."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import oma_bridge
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBPACKAGES = ("oma_bridge.bridge", "oma_bridge.backends", "oma_bridge.acp")
+
+
+def _raise(name):
+    raise ImportError(f"cannot import {name} while walking oma_bridge")
+
+
+def _public_modules():
+    names = ["oma_bridge"]
+    for info in pkgutil.walk_packages(
+        oma_bridge.__path__, "oma_bridge.", onerror=_raise
+    ):
+        if any(part.startswith("_") for part in info.name.split(".")):
+            continue  # private modules, and __main__ (importing it runs the CLI)
+        names.append(info.name)
+    return names
+
+
+PUBLIC_MODULES = _public_modules()
+
+
+def test_the_walk_finds_the_subpackages():
+    assert set(SUBPACKAGES) <= set(PUBLIC_MODULES)
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_name_in_all_exists(name):
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)
+    if exported is None:
+        assert not hasattr(module, "__path__"), f"package {name} has no __all__"
+        return
+    assert isinstance(exported, (tuple, list)), f"{name}.__all__"
+    assert all(isinstance(item, str) for item in exported), f"{name}.__all__"
+    assert len(set(exported)) == len(exported), f"{name}.__all__ has duplicates"
+    missing = [item for item in exported if not hasattr(module, item)]
+    assert not missing, f"{name}.__all__ names what it does not define: {missing}"
+
+
+@pytest.mark.parametrize("name", ["oma_bridge", *SUBPACKAGES])
+def test_packages_declare_all_as_a_tuple(name):
+    assert isinstance(importlib.import_module(name).__all__, tuple)
+
+
+def test_top_level_all_is_sorted():
+    assert list(oma_bridge.__all__) == sorted(oma_bridge.__all__)
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_subpackage_public_names_are_reexported_from_the_top(name):
+    package = importlib.import_module(name)
+    absent = [item for item in package.__all__ if item not in oma_bridge.__all__]
+    assert not absent, f"{name} names missing from oma_bridge.__all__: {absent}"
+    for item in package.__all__:
+        assert getattr(oma_bridge, item) is getattr(package, item), item
+
+
+def test_top_level_exports_are_reexports():
+    # Nothing lives in oma_bridge/__init__.py itself but re-exports.
+    elsewhere = {
+        item
+        for name in PUBLIC_MODULES
+        if name != "oma_bridge"
+        for item in getattr(importlib.import_module(name), "__all__", ())
+    }
+    extra = set(oma_bridge.__all__) - elsewhere - {"__version__"}
+    assert not extra, f"oma_bridge exports names no public module exports: {extra}"
+
+
+def test_importing_oma_bridge_stays_light():
+    code = (
+        "import json, sys\nimport oma_bridge\nprint(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert "oma_bridge" in loaded  # the check below looks at the right process
+    heavy = sorted(
+        name for name in loaded if name.split(".")[0] in ("pydantic", "rich", "acp")
+    )
+    assert not heavy, f"importing oma_bridge imported {heavy}"
