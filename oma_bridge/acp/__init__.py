@@ -1,3 +1,5 @@
 """The Agent Client Protocol: client role (drive an ACP agent) and agent role."""
 
-__all__ = ()
+from .client import AcpBackend, AcpBackendConfig, PermissionPolicy, PermissionRequest
+
+__all__ = ("AcpBackend", "AcpBackendConfig", "PermissionPolicy", "PermissionRequest")

@@ -73,6 +73,11 @@ class NdjsonStream:
         self._discarding = False  # inside the rest of an oversize line
         self._eof = False
 
+    @property
+    def at_eof(self) -> bool:
+        """The byte stream has ended (the peer closed its side)."""
+        return self._eof
+
     async def receive(self) -> JSONValue:
         """The next message.
 

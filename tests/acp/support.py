@@ -1,0 +1,45 @@
+"""Helpers for the ACP tests: fake agents run as real children, and their logs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from oma_bridge import Agent, AgentConfig
+from oma_bridge.acp import AcpBackendConfig
+
+PEERS = Path(__file__).parent.parent / "peers"
+#: Bound on every wait for a child; generous, and never asserted.
+WAIT = 30
+
+
+def fake_agent(log: Path, *flags: str, **overrides: Any) -> AcpBackendConfig:
+    """The scriptable fake agent (tests/peers/acp_agent.py), logging to ``log``."""
+    env = {"ACP_LOG": str(log), **overrides.pop("env", {})}
+    return AcpBackendConfig(
+        command=sys.executable,
+        args=(str(PEERS / "acp_agent.py"), *flags),
+        env=env,
+        kill_grace=overrides.pop("kill_grace", 1.0),
+        cancel_grace=overrides.pop("cancel_grace", 2.0),
+        **overrides,
+    )
+
+
+def agent_for(backend: Any, system_prompt: str | None = None, **kw: Any) -> Agent:
+    return Agent(
+        AgentConfig(name="t", backend=backend, system_prompt=system_prompt, **kw)
+    )
+
+
+def frames(log: Path) -> list[dict[str, Any]]:
+    """What the fake agent received, in order."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def methods(log: Path) -> list[str]:
+    return [f.get("method", "<response>") for f in frames(log)]

@@ -1,0 +1,337 @@
+"""A fake ACP agent: NDJSON JSON-RPC on stdio, scripted by flags and prompt text.
+
+Flags (argv): --version N (answer initialize with N), --no-init (never answer
+initialize), --auth (session/new answers -32000 until authenticate), --load
+(advertise loadSession; session/load replays one exchange), --resume (advertise
+session resume), --modes (session/new returns modes), --stderr-noise N (write
+N KiB to stderr at start).
+Env: ACP_LOG=path appends every received frame as one JSON line.
+
+Each prompt's text is a list of ';'-separated commands:
+  say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
+  stop:REASON  perm:KIND  read:PATH[:LINE:LIMIT]  write:PATH:TEXT
+  term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+
+OUT = sys.stdout.buffer
+LOG = os.environ.get("ACP_LOG")
+ARGS = sys.argv[1:]
+_buf = b""
+_next_id = 1000
+_backlog: list[dict] = []
+
+
+def log(msg: dict) -> None:
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(json.dumps(msg) + "\n")
+
+
+def send(msg: dict) -> None:
+    OUT.write(json.dumps(msg).encode() + b"\n")
+    OUT.flush()
+
+
+def read_msg(timeout: float | None = None) -> dict | None:
+    """The next frame; None on timeout. Exits at EOF."""
+    global _buf
+    while b"\n" not in _buf:
+        ready, _, _ = select.select([0], [], [], timeout)
+        if not ready:
+            return None
+        data = os.read(0, 65536)
+        if not data:
+            sys.exit(0)
+        _buf += data
+    line, _, _buf = _buf.partition(b"\n")
+    msg = json.loads(line)
+    log(msg)
+    return msg
+
+
+def next_msg(timeout: float | None = None) -> dict | None:
+    if _backlog:
+        return _backlog.pop(0)
+    return read_msg(timeout)
+
+
+def call(method: str, params: dict) -> dict:
+    """Send a request to the client and wait for its response."""
+    global _next_id
+    _next_id += 1
+    my_id = _next_id
+    send({"jsonrpc": "2.0", "id": my_id, "method": method, "params": params})
+    while True:
+        msg = read_msg()
+        assert msg is not None
+        if msg.get("id") == my_id and "method" not in msg:
+            return msg
+        _backlog.append(msg)
+
+
+def update(sid: str, upd: dict) -> None:
+    send(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": sid, "update": upd},
+        }
+    )
+
+
+def chunk(sid: str, text: str, kind: str = "agent_message_chunk") -> None:
+    update(sid, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+
+
+def flag_value(name: str, default: str | None = None) -> str | None:
+    if name in ARGS:
+        return ARGS[ARGS.index(name) + 1]
+    return default
+
+
+def prompt_turn(sid: str, text: str) -> str:
+    """Run one turn; return the stop reason."""
+    stop = "end_turn"
+    for cmd in text.split(";"):
+        name, _, arg = cmd.strip().partition(":")
+        if name == "say":
+            chunk(sid, arg)
+        elif name == "echo":
+            chunk(sid, f"echo: {text}")
+        elif name == "thought":
+            chunk(sid, arg, "agent_thought_chunk")
+        elif name == "chunks":
+            for i in range(int(arg)):
+                chunk(sid, f"c{i} ")
+        elif name == "image":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {
+                        "type": "image",
+                        "mimeType": "image/png",
+                        "data": "AAAA",
+                    },
+                },
+            )
+        elif name == "tool":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "t1",
+                    "title": "Read config",
+                    "kind": "read",
+                    "status": "pending",
+                    "rawInput": {"path": "a.txt"},
+                },
+            )
+            update(
+                sid,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "t1",
+                    "status": "completed",
+                    "rawOutput": {"ok": True},
+                    "content": [
+                        {"type": "content", "content": {"type": "text", "text": "42"}}
+                    ],
+                },
+            )
+        elif name == "plan":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "plan",
+                    "entries": [
+                        {"content": "step 1", "priority": "high", "status": "pending"}
+                    ],
+                },
+            )
+        elif name == "usage":
+            used, _, cost = arg.partition(":")
+            upd: dict = {
+                "sessionUpdate": "usage_update",
+                "used": int(used),
+                "size": 1000,
+            }
+            if cost:
+                upd["cost"] = {"amount": float(cost), "currency": "USD"}
+            update(sid, upd)
+        elif name == "stop":
+            stop = arg
+        elif name == "perm":
+            options = [
+                {"optionId": f"opt-{k}", "name": k, "kind": k}
+                for k in ("allow_always", "allow_once", "reject_always", "reject_once")
+            ]
+            reply = call(
+                "session/request_permission",
+                {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "p1", "title": f"Do {arg}", "kind": arg},
+                    "options": options,
+                },
+            )
+            chunk(sid, json.dumps(reply.get("result", reply.get("error"))))
+        elif name == "read":
+            parts = arg.split(":")
+            params: dict = {"sessionId": sid, "path": parts[0]}
+            if len(parts) == 3:
+                params["line"], params["limit"] = int(parts[1]), int(parts[2])
+            reply = call("fs/read_text_file", params)
+            chunk(sid, json.dumps(reply.get("result", reply.get("error"))))
+        elif name == "write":
+            path, _, content = arg.partition(":")
+            reply = call(
+                "fs/write_text_file",
+                {"sessionId": sid, "path": path, "content": content},
+            )
+            chunk(sid, json.dumps(reply.get("result", reply.get("error"))))
+        elif name in ("term", "termkill"):
+            program, _, limit = arg.partition(":")
+            params = {
+                "sessionId": sid,
+                "command": sys.executable,
+                "args": ["-c", program],
+            }
+            if limit:
+                params["outputByteLimit"] = int(limit)
+            created = call("terminal/create", params)
+            if "error" in created:
+                chunk(sid, json.dumps(created["error"]))
+                continue
+            tid = created["result"]["terminalId"]
+            ref = {"sessionId": sid, "terminalId": tid}
+            if name == "termkill":
+                call("terminal/output", ref)
+                call("terminal/kill", ref)
+            waited = call("terminal/wait_for_exit", ref)
+            output = call("terminal/output", ref)
+            call("terminal/release", ref)
+            chunk(
+                sid, json.dumps({"exit": waited["result"], "output": output["result"]})
+            )
+        elif name == "slow":
+            # Stream until session/cancel arrives, then end the turn as cancelled.
+            i = 0
+            while True:
+                chunk(sid, f"s{i} ")
+                i += 1
+                msg = next_msg(timeout=0.02)
+                if msg and msg.get("method") == "session/cancel":
+                    return "cancelled"
+        elif name == "hang":
+            while True:  # ignore everything, including session/cancel
+                next_msg()
+        elif name == "crash":
+            chunk(sid, "partial")
+            sys.stderr.write("fatal: model exploded, token=sk-abcdefghijklmnopqrstu\n")
+            sys.stderr.flush()
+            os._exit(3)
+        elif name == "garbage":
+            chunk(sid, "before")
+            OUT.write(b"Traceback (most recent call last): oops\n")
+            OUT.flush()
+            time.sleep(30)
+    return stop
+
+
+def main() -> None:
+    authed = False
+    fail_once = flag_value("--fail-once")
+    if fail_once and not os.path.exists(fail_once):
+        open(fail_once, "w").close()
+        sys.stderr.write("first start fails\n")
+        sys.exit(1)
+    noise = flag_value("--stderr-noise")
+    if noise:
+        sys.stderr.write("x" * 1023 + "\n")
+        for _ in range(int(noise)):
+            sys.stderr.write("n" * 1023 + "\n")
+        sys.stderr.flush()
+    sessions = 0
+    while True:
+        msg = next_msg()
+        if msg is None:
+            continue
+        method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if mid is None:
+            continue  # notifications outside a turn (late session/cancel)
+        if method is None:
+            continue
+        result: object = None
+        error: dict | None = None
+        if method == "initialize":
+            if "--no-init" in ARGS:
+                continue
+            caps: dict = {"promptCapabilities": {}}
+            if "--load" in ARGS:
+                caps["loadSession"] = True
+            if "--resume" in ARGS:
+                caps["sessionCapabilities"] = {"resume": {}}
+            result = {
+                "protocolVersion": int(flag_value("--version", "1") or 1),
+                "agentCapabilities": caps,
+                "authMethods": [
+                    {"id": "oauth", "name": "Log in with a browser"},
+                    {"id": "api-key", "name": "API key"},
+                ],
+            }
+        elif method == "authenticate":
+            authed = params.get("methodId") == "api-key"
+            result = {} if authed else None
+            if not authed:
+                error = {"code": -32000, "message": "Authentication failed"}
+        elif method in ("session/new", "session/load", "session/resume"):
+            if "--auth" in ARGS and not authed:
+                error = {"code": -32000, "message": "Authentication required"}
+            else:
+                sessions += 1
+                sid = params.get("sessionId") or f"sess-{sessions}"
+                if method == "session/load":
+                    update(
+                        sid,
+                        {
+                            "sessionUpdate": "user_message_chunk",
+                            "content": {"type": "text", "text": "old question"},
+                        },
+                    )
+                    chunk(sid, "old answer")
+                result = {} if method != "session/new" else {"sessionId": sid}
+                if "--modes" in ARGS:
+                    result["modes"] = {
+                        "currentModeId": "ask",
+                        "availableModes": [
+                            {"id": "ask", "name": "Ask"},
+                            {"id": "code", "name": "Code"},
+                        ],
+                    }
+        elif method == "session/set_mode":
+            result = {}
+        elif method == "session/prompt":
+            text = "".join(
+                b.get("text", "") for b in params["prompt"] if b.get("type") == "text"
+            )
+            result = {"stopReason": prompt_turn(params["sessionId"], text)}
+        else:
+            error = {"code": -32601, "message": f"Method not found: {method}"}
+        reply: dict = {"jsonrpc": "2.0", "id": mid}
+        if error is not None:
+            reply["error"] = error
+        else:
+            reply["result"] = result
+        send(reply)
+
+
+if __name__ == "__main__":
+    main()
