@@ -661,7 +661,9 @@ class AcpBackend:
                 with anyio.move_on_after(
                     self.config.kill_grace + self.config.cancel_grace
                 ):
-                    while self._active is run and self._idle is not None:
+                    while self._active is run:
+                        if self._idle is None:
+                            self._idle = anyio.Event()
                         await self._idle.wait()
             await self._drop_agent()
 
