@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import resource
 import statistics
 import sys
 import textwrap
@@ -19,23 +21,43 @@ class MeasurementError(Exception):
 
 
 @dataclass
+class Samples:
+    """Per-call measurements of one side.
+
+    Attributes:
+        wall: Wall-clock seconds per call.
+        cpu: CPU seconds per call, this process plus the children it reaped
+            during the call (user + system). Much less sensitive to other load
+            on the machine than wall time.
+    """
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+@dataclass
 class Row:
     """One line of the table: a candidate against its baseline, same run.
 
-    ``ratio`` is candidate median / baseline median; it PASSes when it is at
-    most ``target``. ``error`` replaces the numbers when the measurement failed.
+    ``ratio`` is candidate median / baseline median of the wall times; it PASSes
+    when it is at most ``target``. ``error`` replaces the numbers when the
+    measurement failed.
     """
 
     name: str
-    candidate: list[float] = field(default_factory=list)
-    baseline: list[float] = field(default_factory=list)
+    candidate: Samples = field(default_factory=Samples)
+    baseline: Samples = field(default_factory=Samples)
     target: float = 1.3
     error: str | None = None
     note: str = ""
 
     @property
     def ratio(self) -> float:
-        return median(self.candidate) / median(self.baseline)
+        return median(self.candidate.wall) / median(self.baseline.wall)
+
+    @property
+    def cpu_ratio(self) -> float:
+        return median(self.candidate.cpu) / median(self.baseline.cpu)
 
     @property
     def verdict(self) -> str:
@@ -55,29 +77,34 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
     return ordered[index]
 
 
+def _cpu_now() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def measure_pair(
     candidate: Callable[[], object],
     baseline: Callable[[], object],
     *,
     iterations: int,
     warmup: int,
-) -> tuple[list[float], list[float]]:
+) -> tuple[Samples, Samples]:
     """Time both callables ``iterations`` times each, interleaved.
 
     Each round runs both, alternating which goes first, so that drift (thermal,
     page cache, other load) hits both sides alike and neither always runs
     second. Warm-up rounds are run the same way and discarded.
     """
-    cand: list[float] = []
-    base: list[float] = []
+    cand, base = Samples(), Samples()
     for i in range(warmup + iterations):
         order = ((candidate, cand), (baseline, base))
         for fn, out in order if i % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
+            cpu, start = _cpu_now(), time.perf_counter()
             fn()
-            elapsed = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, _cpu_now() - cpu
             if i >= warmup:
-                out.append(elapsed)
+                out.wall.append(wall)
+                out.cpu.append(cpu)
     return cand, base
 
 
@@ -87,26 +114,43 @@ async def measure_pair_async(
     *,
     iterations: int,
     warmup: int,
-) -> tuple[list[float], list[float]]:
+) -> tuple[Samples, Samples]:
     """``measure_pair`` for coroutine functions, inside one running event loop."""
-    cand: list[float] = []
-    base: list[float] = []
+    cand, base = Samples(), Samples()
     for i in range(warmup + iterations):
         order = ((candidate, cand), (baseline, base))
         for fn, out in order if i % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
+            cpu, start = _cpu_now(), time.perf_counter()
             await fn()
-            elapsed = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, _cpu_now() - cpu
             if i >= warmup:
-                out.append(elapsed)
+                out.wall.append(wall)
+                out.cpu.append(cpu)
     return cand, base
 
 
 def environment_line() -> str:
     return (
         f"Python {platform.python_version()} ({sys.implementation.name}), "
-        f"{platform.system()} {platform.release()}, {platform.machine()}"
+        f"{platform.system()} {platform.release()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
     )
+
+
+def load_line() -> str | None:
+    """The load average, with a warning when the machine is busy."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    cpus = os.cpu_count() or 1
+    line = f"load average (1 min): {load:.2f} on {cpus} CPUs"
+    if load > 0.5 * cpus:
+        line += (
+            " -- the machine is busy: wall times are noisy; compare the CPU ratios "
+            "below, or rerun when it is idle"
+        )
+    return line
 
 
 def _ms(seconds: float) -> str:
@@ -114,7 +158,7 @@ def _ms(seconds: float) -> str:
 
 
 def print_table(title: str, rows: Sequence[Row]) -> None:
-    """Print the rows as a plain-text table, then spreads, errors and notes."""
+    """Print the rows as a plain-text table, then spreads, CPU, errors and notes."""
     headers = (
         "candidate vs baseline",
         "candidate ms",
@@ -129,16 +173,15 @@ def print_table(title: str, rows: Sequence[Row]) -> None:
         if row.error is not None:
             lines.append((row.name, "-", "-", "-", f"<= {row.target}", "ERROR", "-"))
             continue
-        n = f"{len(row.candidate)}+{len(row.baseline)}"
         lines.append(
             (
                 row.name,
-                _ms(median(row.candidate)),
-                _ms(median(row.baseline)),
+                _ms(median(row.candidate.wall)),
+                _ms(median(row.baseline.wall)),
                 f"{row.ratio:.2f}",
                 f"<= {row.target}",
                 row.verdict,
-                n,
+                f"{len(row.candidate.wall)}+{len(row.baseline.wall)}",
             )
         )
     widths = [
@@ -156,20 +199,31 @@ def print_table(title: str, rows: Sequence[Row]) -> None:
     print("  ".join("-" * w for w in widths))
     for line in lines:
         print(fmt(line))
+    print()
     for row in rows:
         if row.error is not None:
             _wrapped(f"! {row.name}: {row.error}")
-        elif row.candidate:
-            print(
-                f"  {row.name}: p10/p90 candidate "
-                f"{_ms(percentile(row.candidate, 0.1))}/"
-                f"{_ms(percentile(row.candidate, 0.9))} ms, baseline "
-                f"{_ms(percentile(row.baseline, 0.1))}/"
-                f"{_ms(percentile(row.baseline, 0.9))} ms"
-            )
+            continue
+        c, b = row.candidate, row.baseline
+        _wrapped(
+            f"{row.name}: wall p10/p90 candidate {_ms(percentile(c.wall, 0.1))}/"
+            f"{_ms(percentile(c.wall, 0.9))} ms, baseline "
+            f"{_ms(percentile(b.wall, 0.1))}/{_ms(percentile(b.wall, 0.9))} ms; "
+            f"CPU median candidate {_ms(median(c.cpu))} ms, baseline "
+            f"{_ms(median(b.cpu))} ms, CPU ratio {row.cpu_ratio:.2f}"
+        )
+    for row in rows:
         if row.note:
             _wrapped(f"note, {row.name}: {row.note}")
 
 
 def _wrapped(text: str) -> None:
-    print(textwrap.fill(text, width=100, initial_indent="  ", subsequent_indent="    "))
+    print(
+        textwrap.fill(
+            text,
+            width=100,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+        )
+    )

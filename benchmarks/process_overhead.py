@@ -16,7 +16,9 @@ PYTHONPYCACHEPREFIX in a temporary directory instead (``--env-as-is`` turns this
 off).
 
 Each prints the median wall time per run, the ratio candidate / baseline and
-whether it meets the target (<= 1.3). It asserts nothing: it is a measurement
+whether it meets the target (<= 1.3); below the table, the spread and the CPU
+time per run (this process plus its reaped children), which a busy machine
+disturbs far less than wall time. It asserts nothing: it is a measurement
 tool. Exit status 0 when every measurement was made (PASS or MISS), 1 when one
 could not be made (the row says why).
 
@@ -33,13 +35,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import anyio
 from _common import (
     MeasurementError,
     Row,
+    Samples,
     environment_line,
+    load_line,
     measure_pair,
     measure_pair_async,
     print_table,
@@ -96,7 +101,7 @@ def parse_args() -> argparse.Namespace:
 # -- 1. in-process: Agent.run against anyio.run_process -------------------------
 
 
-async def _time_in_process(iterations: int, warmup: int) -> tuple[list[float], ...]:
+async def _time_in_process(iterations: int, warmup: int) -> tuple[Samples, Samples]:
     config = AgentConfig(
         name="cat", backend=ProcessBackendConfig(command="cat", input="stdin")
     )
@@ -150,7 +155,7 @@ def cli_argv() -> tuple[list[str], str]:
         return [str(script)], ""
     return [sys.executable, "-m", "oma_bridge"], (
         f"no console script at {script}; timed `{sys.executable} -m oma_bridge` "
-        "instead (install the package to get the script)"
+        "instead (install the package to get the script)."
     )
 
 
@@ -239,6 +244,9 @@ def main() -> int:
         return 1
     print("process_overhead: what oma-bridge adds to running a process")
     print(environment_line())
+    load = load_line()
+    if load:
+        print(textwrap.fill(load, width=100, subsequent_indent="  "))
     print(
         f"in-process: {args.iterations} timed runs per side per event loop "
         f"(+ warm-up), interleaved; CLI: {args.cli_runs} runs per side (+ 3 warm-up)"
@@ -253,6 +261,11 @@ def main() -> int:
         f"Median wall time per run (ratio = candidate / baseline, target <= {TARGET})",
         rows,
     )
+    load = load_line()
+    if load:
+        print(
+            textwrap.fill(f"after the run, {load}", width=100, subsequent_indent="  ")
+        )
     return 1 if any(row.error is not None for row in rows) else 0
 
 
