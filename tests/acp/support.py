@@ -36,6 +36,15 @@ def agent_for(backend: Any, system_prompt: str | None = None, **kw: Any) -> Agen
 
 def frames(log: Path) -> list[dict[str, Any]]:
     """What the fake agent received, in order."""
+    return [f for f in _entries(log) if "_sent" not in f]
+
+
+def sent_methods(log: Path) -> dict[Any, str]:
+    """The fake agent's own requests: id -> method."""
+    return {f["id"]: f["_sent"] for f in _entries(log) if "_sent" in f}
+
+
+def _entries(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines()]

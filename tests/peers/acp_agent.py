@@ -68,6 +68,7 @@ def call(method: str, params: dict) -> dict:
     global _next_id
     _next_id += 1
     my_id = _next_id
+    log({"_sent": method, "id": my_id})
     send({"jsonrpc": "2.0", "id": my_id, "method": method, "params": params})
     while True:
         msg = read_msg()
@@ -100,6 +101,7 @@ def flag_value(name: str, default: str | None = None) -> str | None:
 def prompt_turn(sid: str, text: str) -> str:
     """Run one turn; return the stop reason."""
     stop = "end_turn"
+    text = text.split("\n\n")[-1]  # after a system prompt preamble
     for cmd in text.split(";"):
         name, _, arg = cmd.strip().partition(":")
         if name == "say":
