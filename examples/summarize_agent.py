@@ -32,13 +32,14 @@ paragraph and a penalty for very short sentences; near-duplicates of an already
 chosen sentence are skipped.
 
 Exit status: 0 on success; 2, with a message on stderr, when there is no
-document (empty or whitespace-only input); 64 for a bad option. Standard
-library only, Python 3.10+.
+document (empty or whitespace-only input); 64 for a bad option; 1 when stdout is
+closed before the summary is written. Standard library only, Python 3.10+.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import time
@@ -322,4 +323,11 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")
-    sys.exit(main(sys.argv[1:]))
+    try:
+        status = main(sys.argv[1:])
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, without a traceback
+        # and without a second error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 1
+    sys.exit(status)
