@@ -98,7 +98,11 @@ class Agent:
         self._history: list[LLMMessage] = (
             _copy(config.history, ("history",)) if config.history else []
         )
-        self._hookless = dataclasses.replace(config, before_run=None, after_run=None)
+        # What hooks see as ctx.agent: no hooks, and a history they cannot reach
+        # the caller's (or this agent's) copy through.
+        self._hookless = dataclasses.replace(
+            config, before_run=None, after_run=None, history=self.get_history() or None
+        )
 
     @property
     def input_profile(self) -> InputProfile:
@@ -141,8 +145,7 @@ class Agent:
                 text-only backend.
             UnsupportedContentBlockError: a block type the backend cannot carry.
         """
-        messages, structured = self._admit(input, turn=False)
-        return AgentStream(self, messages, structured=structured, history=None)
+        return AgentStream(self, self._admit(input, turn=False), history=None)
 
     async def run(self, input: str | Sequence[LLMMessage]) -> AgentRunResult:
         """Run once on ``input``; persistent history is neither read nor changed.
@@ -163,7 +166,7 @@ class Agent:
         or failed turn leaves it unchanged. External (text-only) transports never
         receive the history: each prompt is sent on its own.
         """
-        turn, structured = self._admit(input, turn=True)
+        turn = self._admit(input, turn=True)
         # A backend that declares structured input gets the history, whether the
         # turn is a str or blocks; a text-only transport gets the turn alone.
         if self.input_profile.structured:
@@ -172,17 +175,17 @@ class Agent:
             messages = turn
         # The history keeps its own copy of the turn: what the backend or the
         # caller does to the request or the result's messages cannot reach it.
-        stream = AgentStream(self, messages, structured=structured, history=_copy(turn))
+        stream = AgentStream(self, messages, history=_copy(turn))
         return await stream.result()
 
     # -- internals -------------------------------------------------------------
 
-    def _admit(self, input: object, *, turn: bool) -> tuple[list[LLMMessage], bool]:
+    def _admit(self, input: object, *, turn: bool) -> list[LLMMessage]:
         """Validate and copy ``input``; apply the backend's profile. Raises only."""
         profile = self.input_profile
         if isinstance(input, str):
             _inputs.admit_prompt(input, profile)
-            return [_inputs.text_message(input)], False
+            return [_inputs.text_message(input)]
         if turn:
             _inputs.check_blocks(input)
             blocks = cast("list[ContentBlock]", _inputs.deep_copy(input))
@@ -190,7 +193,7 @@ class Agent:
         else:
             messages = _copy(input)
         _inputs.admit_profile(messages, profile, structured=True)
-        return messages, True
+        return messages
 
     def _get_backend(self) -> AgentBackend:
         if self._backend is None:
@@ -248,12 +251,10 @@ class AgentStream:
         agent: Agent,
         messages: list[LLMMessage],
         *,
-        structured: bool,
         history: list[LLMMessage] | None,
     ) -> None:
         self._agent = agent
         self._messages = messages
-        self._structured = structured
         self._history = history
         self._events: AsyncIterator[StreamEvent] | None = None
         self._finished = False
@@ -283,7 +284,7 @@ class AgentStream:
             await self.aclose()
             raise
         if isinstance(event, (DoneEvent, ErrorEvent)):
-            self._finished = True
+            await self.aclose()  # let the backend's iterator finish its cleanup now
             result = await self._agent._finish(event.result, self._history)
             if result is not event.result:
                 event = event._replace(result=result)
