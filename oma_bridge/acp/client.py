@@ -114,6 +114,10 @@ PermissionPolicy: TypeAlias = (
 _READ_KINDS = frozenset({"read", "search", "think"})
 _ALLOW = ("allow_once", "allow_always")  # least privilege first
 _REJECT = ("reject_once", "reject_always")
+_AUTH_ADVICE = (
+    "set AcpBackendConfig.auth_method to one of these ids, or log in with the "
+    "agent's own command first"
+)
 _CANCELLED_OUTCOME: dict[str, JSONValue] = {"outcome": {"outcome": "cancelled"}}
 
 
@@ -375,20 +379,17 @@ class _AgentProcess:
             if exc.rpc_code != m.AUTH_REQUIRED:
                 raise
             if self.config.auth_method is None:
-                raise self._auth_error(
-                    exc,
-                    "set AcpBackendConfig.auth_method to one of these ids, or log "
-                    "in with the agent's own command first",
-                ) from None
+                raise self.auth_error(exc) from None
             ids = [a.get("id") for a in self.auth_methods]
             if self.config.auth_method not in ids:
-                raise self._auth_error(
+                raise self.auth_error(
                     exc, f"auth_method={self.config.auth_method!r} is not one of them"
                 ) from None
         await self.conn.request(m.AUTHENTICATE, {"methodId": self.config.auth_method})
         return await self.conn.request(method, params)
 
-    def _auth_error(self, exc: RemoteError, advice: str) -> RemoteError:
+    def auth_error(self, exc: RemoteError, advice: str = _AUTH_ADVICE) -> RemoteError:
+        """``exc`` (a -32000 answer) with the agent's advertised auth methods."""
         offered = (
             ", ".join(f"{a.get('id')} ({a.get('name')})" for a in self.auth_methods)
             or "no authMethods at all"
@@ -869,7 +870,10 @@ class _AcpRun:
         try:
             reply = await agent.conn.wait_response(self._prompt_id)
         except RemoteError as exc:
-            # The agent refused this prompt but is still usable.
+            # The agent refused this prompt but is still usable. Some agents
+            # (claude-agent-acp) open a session and only then ask for a login.
+            if exc.rpc_code == m.AUTH_REQUIRED:
+                exc = agent.auth_error(exc)
             return self._terminal(exc)
         stop = reply.get("stopReason") if isinstance(reply, dict) else None
         usage = self._usage(reply)
