@@ -148,7 +148,7 @@ def load_line() -> str | None:
     if load > 0.5 * cpus:
         line += (
             " -- the machine is busy: wall times are noisy; compare the CPU ratios "
-            "below, or rerun when it is idle"
+            "(under the table), or rerun when it is idle"
         )
     return line
 
