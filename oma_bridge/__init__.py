@@ -1,5 +1,7 @@
 """oma-bridge: external agents from Python, editors and batch jobs, text-only."""
 
+from typing import TYPE_CHECKING
+
 from .backends import ProcessBackend, ProcessBackendConfig
 from .bridge import (
     AfterRunHook,
@@ -45,9 +47,14 @@ from .bridge import (
     run_agent,
 )
 
+if TYPE_CHECKING:
+    from .acp import AcpBackend, AcpBackendConfig, PermissionPolicy, PermissionRequest
+
 __version__ = "0.1.0"
 
 __all__ = (
+    "AcpBackend",
+    "AcpBackendConfig",
     "AfterRunHook",
     "Agent",
     "AgentBackend",
@@ -71,6 +78,8 @@ __all__ = (
     "LLMMessage",
     "MediaSource",
     "OmaBridgeError",
+    "PermissionPolicy",
+    "PermissionRequest",
     "PlanEvent",
     "ProcessBackend",
     "ProcessBackendConfig",
@@ -93,3 +102,19 @@ __all__ = (
     "__version__",
     "run_agent",
 )
+
+# The ACP client is imported on first use: it is not on the path of a process
+# run, and the CLI imports this package at every start.
+_LAZY = frozenset(
+    {"AcpBackend", "AcpBackendConfig", "PermissionPolicy", "PermissionRequest"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from . import acp
+
+        value = getattr(acp, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
