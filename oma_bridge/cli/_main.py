@@ -60,13 +60,19 @@ def _build_parser() -> argparse.ArgumentParser:
         help="a command line, split like a shell would (no shell runs it); "
         "a fresh process is started for the run",
     )
-    opts = run.add_argument_group("options")
+    which.add_argument(
+        "--acp",
+        metavar='"CMD ARGS"',
+        help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
+        '"npx @zed-industries/codex-acp", "gemini --acp")',
+    )
+    opts = run.add_argument_group("run options")
     opts.add_argument(
         "--input",
         choices=("stdin", "argument", "none"),
         default="stdin",
-        help="how the prompt reaches the process: written to its stdin (default), "
-        "appended as one last argument, or not sent",
+        help="--process only: how the prompt reaches the process: written to its "
+        "stdin (default), appended as one last argument, or not sent",
     )
     opts.add_argument(
         "--system-prompt", metavar="TEXT", help="text sent before the prompt"
@@ -92,6 +98,49 @@ def _build_parser() -> argparse.ArgumentParser:
         default="text",
         help="text: stream the reply (default); json: print one result object "
         "at the end",
+    )
+    acp = run.add_argument_group(
+        "ACP agents",
+        "Permission requests are answered by --approve-all, --approve-reads or "
+        "--deny-all; with none of them the user is asked on the terminal, and "
+        "without a terminal only reads are approved.",
+    )
+    policy = acp.add_mutually_exclusive_group()
+    policy.add_argument(
+        "--approve-all",
+        dest="permission",
+        action="store_const",
+        const="auto-approve",
+        help="approve every request (the least lasting option: allow once first)",
+    )
+    policy.add_argument(
+        "--approve-reads",
+        dest="permission",
+        action="store_const",
+        const="read-only",
+        help="approve reads and searches, reject edits, execution and deletion",
+    )
+    policy.add_argument(
+        "--deny-all",
+        dest="permission",
+        action="store_const",
+        const="reject",
+        help="reject every request",
+    )
+    acp.add_argument(
+        "--fs",
+        action="store_true",
+        help="serve the agent's file reads and writes, confined to --cwd",
+    )
+    acp.add_argument(
+        "--terminal",
+        action="store_true",
+        help="let the agent run commands in terminals (killed and reaped at the end)",
+    )
+    acp.add_argument(
+        "--auth-method",
+        metavar="ID",
+        help="the agent's authentication method to use when it asks for one",
     )
     run.add_argument(
         "prompt",

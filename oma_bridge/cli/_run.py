@@ -17,8 +17,11 @@ from .. import (
     DoneEvent,
     ErrorEvent,
     OmaBridgeError,
+    PlanEvent,
     ProcessBackendConfig,
     TextEvent,
+    ToolCallEvent,
+    ToolCallUpdateEvent,
 )
 from ._main import (
     EXIT_FAILED,
@@ -32,7 +35,7 @@ from ._main import (
 if TYPE_CHECKING:
     import argparse
 
-    from .. import AgentRunResult
+    from .. import AgentRunResult, BackendConfig, PermissionPolicy, PermissionRequest
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -53,24 +56,80 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _agent_config(args: argparse.Namespace) -> AgentConfig:
-    argv = shlex.split(args.process)
+    flag = "--process" if args.process is not None else "--acp"
+    argv = shlex.split(args.process if args.process is not None else args.acp)
     if not argv:
-        raise ValueError("--process needs a command")
+        raise ValueError(f"{flag} needs a command")
     env = {}
     for item in args.env:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
         env[name] = value
-    backend = ProcessBackendConfig(
-        command=argv[0],
-        args=tuple(argv[1:]),
-        env=env or None,
-        cwd=args.cwd,
-        input=args.input,
-        timeout=args.timeout,
-    )
+    acp_only = [
+        option
+        for option, given in (
+            ("--approve-all/--approve-reads/--deny-all", args.permission),
+            ("--fs", args.fs),
+            ("--terminal", args.terminal),
+            ("--auth-method", args.auth_method),
+        )
+        if given
+    ]
+    backend: BackendConfig
+    if args.process is not None:
+        if acp_only:
+            raise ValueError(f"{acp_only[0]} applies to --acp agents only")
+        backend = ProcessBackendConfig(
+            command=argv[0],
+            args=tuple(argv[1:]),
+            env=env or None,
+            cwd=args.cwd,
+            input=args.input,
+            timeout=args.timeout,
+        )
+    else:
+        if args.input != "stdin":
+            raise ValueError("--input applies to --process only")
+        from .. import AcpBackendConfig
+
+        backend = AcpBackendConfig(
+            command=argv[0],
+            args=tuple(argv[1:]),
+            env=env or None,
+            cwd=args.cwd,
+            timeout=args.timeout,
+            permission=_permission(args),
+            fs=args.fs,
+            terminal=args.terminal,
+            auth_method=args.auth_method,
+        )
     return AgentConfig(name=argv[0], backend=backend, system_prompt=args.system_prompt)
+
+
+def _permission(args: argparse.Namespace) -> PermissionPolicy:
+    """The flag given, else ask on the terminal, else the library's default."""
+    if args.permission is not None:
+        return args.permission  # type: ignore[no-any-return]
+    if args.prompt != "-" and sys.stdin.isatty() and sys.stderr.isatty():
+        return _ask_on_terminal
+    return "read-only"
+
+
+async def _ask_on_terminal(request: PermissionRequest) -> bool | str:
+    """Show the request on stderr and read the choice from the terminal."""
+    lines = [f"\nThe agent asks: {request.title or 'permission'}"]
+    if request.kind:
+        lines[0] += f" ({request.kind})"
+    for number, option in enumerate(request.options, 1):
+        lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
+    lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
+    sys.stderr.write("\n".join(lines))
+    sys.stderr.flush()
+    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+    if answer.isdigit() and 1 <= int(answer) <= len(request.options):
+        return str(request.options[int(answer) - 1].get("optionId"))
+    return False
 
 
 async def _run(config: AgentConfig, prompt: str, stream: bool) -> AgentRunResult:
@@ -81,6 +140,9 @@ async def _run(config: AgentConfig, prompt: str, stream: bool) -> AgentRunResult
                 if stream:
                     out.write(event.text)
                     out.flush()
+            elif isinstance(event, (ToolCallEvent, ToolCallUpdateEvent, PlanEvent)):
+                if stream:
+                    _show_activity(event)
             elif isinstance(event, (DoneEvent, ErrorEvent)):
                 result = event.result
                 if stream and result.output and not result.output.endswith("\n"):
@@ -88,6 +150,27 @@ async def _run(config: AgentConfig, prompt: str, stream: bool) -> AgentRunResult
                         out.write("\n")
                 return result
     raise AssertionError("the stream ended without a result")
+
+
+def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> None:
+    """Tool calls and plans, one compact line each on stderr."""
+    if isinstance(event, ToolCallEvent):
+        line = f"[tool] {event.title or event.id}"
+        if event.kind:
+            line += f" ({event.kind})"
+    elif isinstance(event, ToolCallUpdateEvent):
+        if event.status not in ("completed", "failed"):
+            return
+        line = f"[tool] {event.title or event.id}: {event.status}"
+    else:
+        marks = {"completed": "x", "in_progress": ">"}
+        steps = [
+            f"[{marks.get(str(entry.get('status')), ' ')}] {entry.get('content', '')}"
+            for entry in event.entries
+        ]
+        line = "[plan] " + "  ".join(steps)
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _print_json(result: AgentRunResult) -> None:

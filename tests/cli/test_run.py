@@ -233,3 +233,57 @@ def test_module_and_console_script_are_the_same_program() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("oma-bridge ")
+
+
+ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
+
+
+def test_acp_agent_streams_text_and_shows_activity_on_stderr() -> None:
+    done = cli("run", "--acp", ACP_PEER, "say:hello;tool;plan;say: there")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello there"
+    assert "[tool] Read config (read)" in done.stderr
+    assert "[plan]" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "outcome"),
+    [("--deny-all", "reject_once"), ("--approve-all", "allow_once")],
+)
+def test_acp_permission_flags_answer_requests(flag: str, outcome: str) -> None:
+    done = cli("run", "--acp", ACP_PEER, flag, "perm:edit")
+    assert done.returncode == 0, done.stderr
+    assert f'"optionId": "opt-{outcome}"' in done.stdout
+
+
+def test_acp_without_terminal_or_flag_approves_reads_only() -> None:
+    edit = cli("run", "--acp", ACP_PEER, "perm:edit")
+    read = cli("run", "--acp", ACP_PEER, "perm:read")
+    assert "opt-reject_once" in edit.stdout
+    assert "opt-allow_once" in read.stdout
+
+
+def test_acp_refusal_and_auth_failures_exit_one_with_a_clear_line() -> None:
+    refused = cli("run", "--acp", ACP_PEER, "stop:refusal")
+    assert refused.returncode == 1
+    assert "refused" in refused.stderr
+    auth = cli("run", "--acp", f"{ACP_PEER} --auth", "x")
+    assert auth.returncode == 1
+    assert "oauth" in auth.stderr and "api-key" in auth.stderr
+    assert len(auth.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--acp", ACP_PEER, "--input", "argument", "x"], "--process only"),
+        (["--process", "cat", "--deny-all", "x"], "--acp agents only"),
+        (["--process", "cat", "--acp", ACP_PEER, "x"], "not allowed with"),
+    ],
+)
+def test_flags_for_the_other_transport_are_refused(
+    args: list[str], needle: str
+) -> None:
+    done = cli("run", *args)
+    assert done.returncode == 2
+    assert needle in done.stderr
