@@ -33,6 +33,14 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
             ),
             REDACTED,
         ),
+        # ...and when the tail cut the BEGIN line off: the key lines before END.
+        (
+            re.compile(
+                r"(?:^[A-Za-z0-9+/=]+\r?\n)*-----END [A-Z ]*PRIVATE KEY-----",
+                re.MULTILINE,
+            ),
+            REDACTED,
+        ),
         # Authorization headers.
         (
             re.compile(
@@ -68,10 +76,18 @@ def _name_looks_secret() -> re.Pattern[str]:
     return re.compile(_SECRET_NAME, re.IGNORECASE)
 
 
+# Names that match ("pwd") but hold a path, which an error needs to stay useful.
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
+
+
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """Values of variables whose names look secret, longest first."""
     name = _name_looks_secret()
-    values = {v for k, v in env.items() if len(v) >= 6 and name.search(k)}
+    values = {
+        v
+        for k, v in env.items()
+        if len(v) >= 6 and k not in _NOT_SECRET and name.search(k)
+    }
     return tuple(sorted(values, key=len, reverse=True))
 
 

@@ -7,6 +7,7 @@ import os
 import selectors
 import signal
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final
@@ -102,7 +103,9 @@ class ProcessBackend:
 
     def __init__(self, config: ProcessBackendConfig) -> None:
         self.config = config
-        self._runs: set[_ProcessRun] = set()
+        # Weak: a stream its consumer dropped without aclose() must be collectable,
+        # so that the child's finalizer kills and reaps the tree.
+        self._runs: weakref.WeakSet[_ProcessRun] = weakref.WeakSet()
 
     @property
     def input_profile(self) -> InputProfile:
@@ -152,12 +155,13 @@ class _ProcessRun:
         self._deadline = float("inf")
         self._exited_at: float | None = None
         self._finished = False
+        self._ended = False  # the terminal event was returned
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> StreamEvent:
-        if self._finished:
+        if self._ended or (self._finished and self._child is None):
             raise StopAsyncIteration
         try:
             if self._child is None:
@@ -165,6 +169,11 @@ class _ProcessRun:
                 if failure is not None:
                     return self._terminal(failure)
             while not self._pending:
+                if self._sel is None:
+                    # aclose() in another task stopped the run and reaped the tree.
+                    code = self._child.returncode  # type: ignore[union-attr]
+                    assert code is not None
+                    return self._terminal(self._exit_error(code), exit_code=code)
                 if self._is_drained():
                     return await self._complete()
                 if time.monotonic() >= self._deadline:
@@ -231,7 +240,12 @@ class _ProcessRun:
                 self._give_up_on_pipes()
                 return
             with anyio.move_on_after(wait):
-                await anyio.wait_readable(sel)  # type: ignore[arg-type]
+                try:
+                    await anyio.wait_readable(sel)  # type: ignore[arg-type]
+                except anyio.ClosedResourceError:
+                    pass
+            if self._sel is not sel:
+                return  # aclose() in another task released the run meanwhile
             ready = sel.select(0)
         for key, _ in ready:
             fd = key.fd
@@ -373,6 +387,9 @@ class _ProcessRun:
     def _terminal(
         self, error: OmaBridgeError | None, *, exit_code: int | None = None
     ) -> StreamEvent:
+        # Only aclose() from another task can have finished the run before this.
+        aborted = self._finished
+        self._ended = True
         self._release()
         tail = self._decoder.decode(b"", final=True)
         if tail:
@@ -392,6 +409,7 @@ class _ProcessRun:
             duration_s=time.monotonic() - self._started,
             exit_code=exit_code,
             output_truncated=self._truncated,
+            aborted=aborted,
         )
         if error is None:
             return DoneEvent(result)
@@ -401,6 +419,8 @@ class _ProcessRun:
         self._finished = True
         self._backend._runs.discard(self)
         if self._sel is not None:
+            # Wake a consumer waiting on it in another task (see _step).
+            anyio.notify_closing(self._sel)  # type: ignore[arg-type]
             self._sel.close()
             self._sel = None
         if self._child is not None:
@@ -421,3 +441,10 @@ class _ProcessRun:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    def __del__(self) -> None:
+        # Dropped without aclose(): the child's finalizer kills and reaps the
+        # tree, but a selector sits in a reference cycle, so close its fd now.
+        sel = getattr(self, "_sel", None)
+        if sel is not None:
+            sel.close()

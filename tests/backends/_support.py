@@ -1,0 +1,115 @@
+"""Helpers for the process backend tests: peers, agents and process-tree checks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from oma_bridge import Agent, AgentConfig, ProcessBackendConfig
+from tests.conftest import PEERS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# Every wait on a peer is bounded by this, as a hang guard only.
+HANG_GUARD = 10.0
+
+
+def peer(name: str, *args: str, **config: Any) -> ProcessBackendConfig:
+    """Run tests/peers/<name> with this interpreter (isolated, no site: fast)."""
+    return ProcessBackendConfig(
+        command=sys.executable,
+        args=("-I", "-S", str(PEERS / name), *args),
+        **config,
+    )
+
+
+def make_agent(backend: Any, **config: Any) -> Agent:
+    return Agent(AgentConfig(name="test-agent", backend=backend, **config))
+
+
+async def wait_for_file(path: Path) -> str:
+    """The text of ``path`` once it exists (the peer creates it atomically)."""
+    file = anyio.Path(path)
+    # Polling is the only way to hear from a peer that writes a file.
+    while not await file.exists():  # noqa: ASYNC110
+        await anyio.sleep(0.005)
+    return await file.read_text()
+
+
+def proc_state(pid: int) -> str | None:
+    """The /proc state letter of ``pid``, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()[0]
+
+
+def is_dead(pid: int) -> bool:
+    """Gone, or a zombie (dead; the test subreaper reaps orphans at teardown)."""
+    return proc_state(pid) in (None, "Z", "X")
+
+
+@dataclass
+class Tree:
+    """The leader and grandchild of a tests/peers/tree.py run, watched by pidfd."""
+
+    leader: int
+    grandchild: int
+    _pidfds: dict[int, int] = field(default_factory=dict)
+
+    def watch(self) -> None:
+        for pid in (self.leader, self.grandchild):
+            self._pidfds[pid] = os.pidfd_open(pid)
+
+    def close(self) -> None:
+        for fd in self._pidfds.values():
+            os.close(fd)
+        self._pidfds.clear()
+
+    def assert_alive(self) -> None:
+        assert not is_dead(self.leader), "the peer died before the test stopped it"
+        assert not is_dead(self.grandchild), "the grandchild died too early"
+
+    async def assert_gone(self) -> None:
+        """Both processes end (a SIGKILL sent is delivered by the kernel
+        asynchronously, so wait for it, bounded), and the leader was reaped."""
+        with anyio.fail_after(HANG_GUARD):
+            for fd in self._pidfds.values():
+                await anyio.wait_readable(fd)
+        assert is_dead(self.grandchild)
+        # The library reaps its own child before it returns: no zombie left.
+        assert proc_state(self.leader) is None, "the peer was left as a zombie"
+
+    def collect_grandchild_signal(self) -> int | None:
+        """Reap the (now orphaned, re-parented to us) grandchild; its signal."""
+        with contextlib.suppress(ChildProcessError):
+            pid, status = os.waitpid(self.grandchild, os.WNOHANG)
+            if pid == self.grandchild and os.WIFSIGNALED(status):
+                return os.WTERMSIG(status)
+        return None
+
+
+async def wait_for_tree(pidfile: Path) -> Tree:
+    """Wait for a tree.py peer to be ready, then watch both of its processes.
+
+    The caller closes the returned tree (the ``trees`` fixture does).
+    """
+    with anyio.fail_after(HANG_GUARD):
+        text = await wait_for_file(pidfile)
+    leader, grandchild = map(int, text.split())
+    tree = Tree(leader, grandchild)
+    try:
+        tree.watch()
+        tree.assert_alive()
+    except BaseException:
+        tree.close()
+        raise
+    return tree

@@ -1,0 +1,192 @@
+"""Redaction: every secret on every line goes; the text around it stays useful."""
+
+from __future__ import annotations
+
+import pytest
+
+from oma_bridge.backends._proc import StderrTail
+from oma_bridge.backends._redact import REDACTED, redact, secret_values
+
+PEM_BODY = [
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+    "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu",
+    "NMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa0VzMaQ8s+CLOyS56YyCFGeJZ",
+]
+PEM = "\n".join(["-----BEGIN PRIVATE KEY-----", *PEM_BODY, "-----END PRIVATE KEY-----"])
+
+
+def assert_gone(text: str, *secrets: str) -> None:
+    for secret in secrets:
+        assert secret not in text, f"{secret!r} survived in {text!r}"
+
+
+def test_every_key_value_secret_on_one_line_is_redacted() -> None:
+    line = (
+        "PASSWORD=hunter2xyz user=alice API_KEY: abc123def "
+        '"client_secret": "s3cr3t-value", db_token=tok-999; mode=fast'
+    )
+    out = redact(line)
+    assert_gone(out, "hunter2xyz", "abc123def", "s3cr3t-value", "tok-999")
+    assert out.count(REDACTED) == 4
+    # The names and the harmless pairs between them stay.
+    for kept in ("PASSWORD=", "user=alice", "API_KEY: ", "client_secret", "mode=fast"):
+        assert kept in out
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+        "sk-proj-0123456789abcdefABCDEF",
+        "ghp_0123456789abcdefghijABCDEFGHIJ",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+        "xoxb-1234567890-abcdefghij",
+        "AKIAIOSFODNN7EXAMPLE",
+        "AIzaSyA-0123456789abcdefghijklmnopqrstu",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXBhcnQ",
+    ],
+)
+def test_well_known_token_shapes_are_redacted_anywhere(secret: str) -> None:
+    out = redact(f"request failed (key {secret}) after 3 tries")
+    assert out == f"request failed (key {REDACTED}) after 3 tries"
+
+
+def test_several_token_shapes_on_one_line() -> None:
+    first = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    second = "ghp_0123456789abcdefghijABCDEFGHIJ"
+    third = "AKIAIOSFODNN7EXAMPLE"
+    out = redact(f"{first} then {second} and {third}.")
+    assert out == f"{REDACTED} then {REDACTED} and {REDACTED}."
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "Basic", "Token", "bearer"])
+def test_authorization_headers(scheme: str) -> None:
+    out = redact(f"> Authorization: {scheme} dXNlcjpwYXNzd29yZA== (retrying)")
+    assert_gone(out, "dXNlcjpwYXNzd29yZA")
+    assert out.startswith("> Authorization: ")
+    assert out.endswith(" (retrying)")
+
+
+def test_a_header_and_a_key_on_the_same_line() -> None:
+    out = redact("Authorization: Bearer abcdefgh12345678 x-api-key: zyx987654")
+    assert_gone(out, "abcdefgh12345678", "zyx987654")
+
+
+def test_pem_private_key_block() -> None:
+    out = redact(f"loaded key:\n{PEM}\nstarting server on :8080\n")
+    assert_gone(out, *PEM_BODY)
+    assert out.startswith("loaded key:\n")
+    assert out.endswith("starting server on :8080\n")
+
+
+def test_pem_private_key_without_its_end_line() -> None:
+    cut = "\n".join(PEM.splitlines()[:-1])
+    out = redact(f"loaded key:\n{cut}")
+    assert_gone(out, *PEM_BODY)
+    assert out.startswith("loaded key:\n")
+
+
+def test_pem_private_key_without_its_begin_line() -> None:
+    # What is left when a bounded tail cut the start of the block off.
+    cut = "\n".join(PEM.splitlines()[1:])
+    out = redact(f"{cut}\nstarting server on :8080\n")
+    assert_gone(out, *PEM_BODY)
+    assert out.endswith("starting server on :8080\n")
+
+
+def test_public_material_is_not_a_private_key() -> None:
+    text = (
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----"
+    )
+    assert redact(text) == text
+
+
+def test_known_values_are_replaced_wherever_they_stand() -> None:
+    out = redact("connecting as q8Zt-literal-4471@db", values=["q8Zt-literal-4471"])
+    assert out == f"connecting as {REDACTED}@db"
+
+
+def test_longer_values_go_first_so_no_fragment_is_left() -> None:
+    env = {"SHORT_TOKEN": "abcdef", "LONG_TOKEN": "abcdef-and-more"}
+    values = secret_values(env)
+    assert values == ("abcdef-and-more", "abcdef")
+    out = redact("got abcdef-and-more and abcdef", values)
+    assert out == f"got {REDACTED} and {REDACTED}"
+
+
+def test_secret_values_picks_secret_looking_names_only() -> None:
+    env = {
+        "ANTHROPIC_API_KEY": "value-of-api-key",
+        "GITHUB_TOKEN": "value-of-token",
+        "DB_PASSWORD": "value-of-password",
+        "MY_SECRET": "value-of-secret",
+        "AWS_ACCESS_KEY_ID": "value-of-access-key",
+        "HOME": "/home/someone",
+        "LANG": "C.UTF-8",
+        "EDITOR": "vim-value",
+        "API_TOKEN": "short",  # too short to replace everywhere safely
+    }
+    assert set(secret_values(env)) == {
+        "value-of-api-key",
+        "value-of-token",
+        "value-of-password",
+        "value-of-secret",
+        "value-of-access-key",
+    }
+
+
+def test_the_working_directory_is_not_a_secret_value() -> None:
+    # "pwd" is a secret-looking name part, but $PWD and $OLDPWD hold paths.
+    env = {
+        "PWD": "/home/someone/project",
+        "OLDPWD": "/home/someone",
+        "DB_PWD": "pw123456",
+    }
+    assert secret_values(env) == ("pw123456",)
+    out = redact("no such file: /home/someone/project/a.txt", secret_values(env))
+    assert out == "no such file: /home/someone/project/a.txt"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/main.py", line 12, in <module>\n'
+        "ValueError: expected 3 items, got 2\n",
+        "error[E0308]: mismatched types at src/lib.rs:10:5\n",
+        "GET https://api.example.com/v1/items?page=2 -> 503 Service Unavailable\n",
+        "Compiling 14 files with --release; done in 3.2 s (exit code 1)\n",
+        "user=alice host=db.internal port=5432 retries=3\n",
+    ],
+)
+def test_ordinary_diagnostics_are_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+# -- the stderr tail ------------------------------------------------------------------
+
+
+def test_stderr_tail_keeps_only_the_last_bytes() -> None:
+    tail = StderrTail(64)
+    for i in range(1000):
+        tail.feed(f"line {i:04d}\n".encode())
+    text = tail.text()
+    assert len(text.encode()) <= 64
+    assert text.endswith("line 0999\n")
+    # The first, cut line is dropped rather than shown half.
+    assert text.startswith("line ")
+
+
+def test_stderr_tail_drops_a_cut_first_line_that_may_hold_half_a_secret() -> None:
+    tail = StderrTail(40)
+    tail.feed(b"API_KEY=abcdefghijklmnopqrstuvwxyz0123456789\nnext line\n")
+    text = tail.text()
+    assert text == "next line\n"
+
+
+def test_stderr_tail_redacts_and_tolerates_bad_utf8() -> None:
+    tail = StderrTail(1024)
+    tail.feed(b"\xff\xfe oops PASSWORD=hunter2xyz\n")
+    text = tail.text(["hunter2xyz"])
+    assert "hunter2xyz" not in text
+    assert "oops" in text
