@@ -13,9 +13,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
+import time
 import weakref
 from typing import TYPE_CHECKING
 
@@ -200,6 +202,19 @@ class Child:
                     await self.wait_exit()
             code = self.reap()
         return code
+
+    def terminate_blocking(self, grace: float) -> int:
+        """``terminate`` for callers without an event loop; blocks up to ``grace``."""
+        self.close_stdin()
+        if not self.has_exited():
+            self.killpg(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while not self.has_exited() and (left := deadline - time.monotonic()) > 0:
+                if self.pidfd >= 0:
+                    select.select([self.pidfd], [], [], left)
+                else:
+                    time.sleep(min(left, 0.01))
+        return self.reap()
 
     def kill_now(self) -> None:
         """Synchronous last resort (finalizers, interpreter exit): SIGKILL and reap."""

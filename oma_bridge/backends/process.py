@@ -28,7 +28,7 @@ from ._proc import Child, StderrTail, child_env, resolve_executable
 from ._redact import secret_values
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from typing_extensions import Self
 
@@ -114,6 +114,20 @@ class ProcessBackend:
     def stream(self, request: RunRequest) -> _ProcessRun:
         return _ProcessRun(self, request)
 
+    def run_blocking(
+        self,
+        request: RunRequest,
+        on_event: Callable[[StreamEvent], object] | None = None,
+    ) -> AgentRunResult:
+        """Run once without an event loop, blocking in ``select()``.
+
+        The same pump as ``stream()``, so the same events, result and cleanup;
+        ``on_event`` sees every event as it comes, the terminal one last. Any
+        exception (``KeyboardInterrupt`` included) kills and reaps the tree
+        before it propagates.
+        """
+        return _ProcessRun(self, request).run_blocking(on_event)
+
     async def aclose(self) -> None:
         """Stop runs still in flight (their callers see them end as aborted)."""
         for run in list(self._runs):
@@ -156,6 +170,7 @@ class _ProcessRun:
         self._exited_at: float | None = None
         self._finished = False
         self._ended = False  # the terminal event was returned
+        self._blocking = False  # driven by run_blocking(): no event loop
 
     def __aiter__(self) -> Self:
         return self
@@ -175,14 +190,55 @@ class _ProcessRun:
                     assert code is not None
                     return self._terminal(self._exit_error(code), exit_code=code)
                 if self._is_drained():
-                    return await self._complete()
+                    return self._completed()
                 if time.monotonic() >= self._deadline:
-                    return await self._time_out()
+                    await self._child.terminate(self._config.kill_grace)  # type: ignore[union-attr]
+                    return self._timed_out()
                 await self._step()
             return self._pending.popleft()
         except BaseException:
             await self.aclose()
             raise
+
+    def run_blocking(
+        self, on_event: Callable[[StreamEvent], object] | None
+    ) -> AgentRunResult:
+        """``__anext__``'s loop without an event loop: it blocks in ``select()``."""
+        emit = on_event or (lambda event: None)
+        self._blocking = True
+        try:
+            failure = self._start()
+            if failure is not None:
+                terminal = self._terminal(failure)
+            else:
+                terminal = self._pump_blocking(emit)
+        except BaseException:
+            child = self._child
+            if child is not None and child.returncode is None:
+                child.terminate_blocking(self._config.kill_grace)
+            self._release()
+            raise
+        emit(terminal)
+        return terminal.result
+
+    def _pump_blocking(
+        self, emit: Callable[[StreamEvent], object]
+    ) -> DoneEvent | ErrorEvent:
+        sel, child = self._sel, self._child
+        assert sel is not None and child is not None
+        while True:
+            while self._pending:
+                emit(self._pending.popleft())
+            if self._is_drained():
+                return self._completed()
+            if time.monotonic() >= self._deadline:
+                child.terminate_blocking(self._config.kill_grace)
+                return self._timed_out()
+            wait = self._wait_budget()
+            if wait <= 0:
+                self._give_up_on_pipes()
+            else:
+                self._handle(sel.select(None if wait == float("inf") else wait))
 
     # -- start -------------------------------------------------------------------
 
@@ -223,19 +279,11 @@ class _ProcessRun:
     # -- pumping -----------------------------------------------------------------
 
     async def _step(self) -> None:
-        sel, child = self._sel, self._child
-        assert sel is not None and child is not None
+        sel = self._sel
+        assert sel is not None
         ready = sel.select(0)
         if not ready:
-            wait = self._deadline - time.monotonic()
-            if self._exited_at is not None:
-                # The leader is gone; only escaped descendants could still hold
-                # the pipes open. Give them a short grace, then stop reading.
-                wait = min(
-                    wait, self._exited_at + self._config.kill_grace - time.monotonic()
-                )
-            elif child.pidfd < 0:
-                wait = min(wait, 0.05)  # no pidfd: poll for the exit now and then
+            wait = self._wait_budget()
             if wait <= 0:
                 self._give_up_on_pipes()
                 return
@@ -247,6 +295,27 @@ class _ProcessRun:
             if self._sel is not sel:
                 return  # aclose() in another task released the run meanwhile
             ready = sel.select(0)
+        self._handle(ready)
+
+    def _wait_budget(self) -> float:
+        """Seconds the next wait may take; <= 0 means stop reading the pipes."""
+        child = self._child
+        assert child is not None
+        wait = self._deadline - time.monotonic()
+        if self._exited_at is not None:
+            # The leader is gone; only escaped descendants could still hold
+            # the pipes open. Give them a short grace, then stop reading.
+            wait = min(
+                wait, self._exited_at + self._config.kill_grace - time.monotonic()
+            )
+        elif child.pidfd < 0:
+            wait = min(wait, 0.05)  # no pidfd: poll for the exit now and then
+        return wait
+
+    def _handle(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+        """Do the I/O that ``select`` said is ready."""
+        child = self._child
+        assert child is not None
         for key, _ in ready:
             fd = key.fd
             if fd == child.stdout:
@@ -345,7 +414,7 @@ class _ProcessRun:
 
     # -- endings -----------------------------------------------------------------
 
-    async def _complete(self) -> StreamEvent:
+    def _completed(self) -> DoneEvent | ErrorEvent:
         child = self._child
         assert child is not None
         code = child.reap()
@@ -364,10 +433,10 @@ class _ProcessRun:
             return BackendExitError(self._config.command, signal=name, stderr_tail=tail)
         return BackendExitError(self._config.command, exit_code=code, stderr_tail=tail)
 
-    async def _time_out(self) -> StreamEvent:
+    def _timed_out(self) -> DoneEvent | ErrorEvent:
+        """The event after the deadline killed the tree."""
         child = self._child
         assert child is not None
-        await child.terminate(self._config.kill_grace)
         self._flush_pipes()
         timeout = self._config.timeout or 0.0
         return self._terminal(
@@ -386,7 +455,7 @@ class _ProcessRun:
 
     def _terminal(
         self, error: OmaBridgeError | None, *, exit_code: int | None = None
-    ) -> StreamEvent:
+    ) -> DoneEvent | ErrorEvent:
         # Only aclose() from another task can have finished the run before this.
         aborted = self._finished
         self._ended = True
@@ -419,8 +488,9 @@ class _ProcessRun:
         self._finished = True
         self._backend._runs.discard(self)
         if self._sel is not None:
-            # Wake a consumer waiting on it in another task (see _step).
-            anyio.notify_closing(self._sel)  # type: ignore[arg-type]
+            if not self._blocking:
+                # Wake a consumer waiting on it in another task (see _step).
+                anyio.notify_closing(self._sel)  # type: ignore[arg-type]
             self._sel.close()
             self._sel = None
         if self._child is not None:

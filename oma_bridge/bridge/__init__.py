@@ -3,7 +3,13 @@
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
 from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
 from ._results import AgentRunResult, TokenUsage, ToolCallRecord
-from .backend import AgentBackend, BackendConfig, InputProfile, RunRequest
+from .backend import (
+    AgentBackend,
+    BackendConfig,
+    BlockingBackend,
+    InputProfile,
+    RunRequest,
+)
 from .errors import (
     AgentRefusal,
     BackendExitError,
@@ -52,6 +58,7 @@ __all__ = (
     "BackendTimeout",
     "BeforeRunContext",
     "BeforeRunHook",
+    "BlockingBackend",
     "ContentBlock",
     "DoneEvent",
     "ErrorEvent",

@@ -10,12 +10,12 @@ import anyio
 
 from . import _inputs
 from ._hooks import apply_after_run, apply_before_run
-from .backend import AgentBackend, BackendConfig, RunRequest
+from .backend import AgentBackend, BackendConfig, BlockingBackend, RunRequest
 from .errors import InvalidMessageError, ProtocolError
 from .events import DoneEvent, ErrorEvent
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
     from types import TracebackType
 
     from typing_extensions import Self
@@ -159,6 +159,47 @@ class Agent:
         """
         return await self.stream(input).result()
 
+    def run_sync(
+        self,
+        input: str | Sequence[LLMMessage],
+        *,
+        on_event: Callable[[StreamEvent], object] | None = None,
+    ) -> AgentRunResult:
+        """Run once from synchronous code (a script, the CLI); see ``run``.
+
+        A backend that can run without an event loop (a ``BlockingBackend``: the
+        process backend) is driven directly when no hook is set, blocking in
+        ``select()``; starting no event loop keeps a one-shot run fast to start.
+        Otherwise the run goes through ``anyio.run`` and the backend is closed
+        when it ends (nothing outlives its event loop, so an ACP session is not
+        kept between calls). Not for use inside async code. ``on_event`` sees
+        every event as it comes, the terminal one last.
+
+        Raises:
+            InvalidMessageError, UnsupportedContentBlockError: see ``stream``.
+            KeyboardInterrupt: after the agent's process tree was stopped.
+        """
+        messages = self._admit(input, turn=False)
+        backend = self._get_backend()
+        hooked = self.config.before_run is not None or self.config.after_run is not None
+        if isinstance(backend, BlockingBackend) and not hooked:
+            request = self._request(_inputs.latest_user_text(messages), messages)
+            return backend.run_blocking(request, on_event)
+        return anyio.run(self._run_calling_back, messages, on_event)
+
+    async def _run_calling_back(
+        self,
+        messages: list[LLMMessage],
+        on_event: Callable[[StreamEvent], object] | None,
+    ) -> AgentRunResult:
+        async with self, AgentStream(self, messages, history=None) as events:
+            async for event in events:
+                if on_event is not None:
+                    on_event(event)
+                if isinstance(event, (DoneEvent, ErrorEvent)):
+                    return event.result
+        raise AssertionError("unreachable: the stream ends with a terminal event")
+
     async def prompt(self, input: str | Sequence[ContentBlock]) -> AgentRunResult:
         """Run one user turn on top of the persistent history.
 
@@ -214,6 +255,9 @@ class Agent:
             )
             if profile.structured:
                 _inputs.admit_profile(messages, profile, structured=True)
+        return self._request(prompt, messages)
+
+    def _request(self, prompt: str, messages: list[LLMMessage]) -> RunRequest:
         return RunRequest(
             prompt=prompt,
             messages=messages,

@@ -9,12 +9,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
 
+    from ._results import AgentRunResult
     from .events import StreamEvent
     from .messages import LLMMessage
 
-__all__ = ("AgentBackend", "BackendConfig", "InputProfile", "RunRequest")
+__all__ = (
+    "AgentBackend",
+    "BackendConfig",
+    "BlockingBackend",
+    "InputProfile",
+    "RunRequest",
+)
 
 
 class InputProfile(NamedTuple):
@@ -79,3 +86,14 @@ class BackendConfig(Protocol):
     def input_profile(self) -> InputProfile: ...
 
     def create_backend(self) -> AgentBackend: ...
+
+
+@runtime_checkable
+class BlockingBackend(Protocol):
+    """A backend that can also run without an event loop (``Agent.run_sync``)."""
+
+    def run_blocking(
+        self,
+        request: RunRequest,
+        on_event: Callable[[StreamEvent], object] | None = None,
+    ) -> AgentRunResult: ...

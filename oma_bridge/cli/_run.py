@@ -35,7 +35,13 @@ from ._main import (
 if TYPE_CHECKING:
     import argparse
 
-    from .. import AgentRunResult, BackendConfig, PermissionPolicy, PermissionRequest
+    from .. import (
+        AgentRunResult,
+        BackendConfig,
+        PermissionPolicy,
+        PermissionRequest,
+        StreamEvent,
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -44,8 +50,11 @@ def run_command(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    show = _show if args.format == "text" else None
     try:
-        result = anyio.run(_run, config, prompt, args.format == "text")
+        # The process backend runs without an event loop here: a one-shot CLI
+        # start then pays for no event loop at all.
+        result = Agent(config).run_sync(prompt, on_event=show)
     except KeyboardInterrupt:
         return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
     except OmaBridgeError as exc:  # rejected at the boundary: nothing was started
@@ -132,24 +141,17 @@ async def _ask_on_terminal(request: PermissionRequest) -> bool | str:
     return False
 
 
-async def _run(config: AgentConfig, prompt: str, stream: bool) -> AgentRunResult:
-    out = sys.stdout
-    async with Agent(config) as agent, agent.stream(prompt) as events:
-        async for event in events:
-            if isinstance(event, TextEvent):
-                if stream:
-                    out.write(event.text)
-                    out.flush()
-            elif isinstance(event, (ToolCallEvent, ToolCallUpdateEvent, PlanEvent)):
-                if stream:
-                    _show_activity(event)
-            elif isinstance(event, (DoneEvent, ErrorEvent)):
-                result = event.result
-                if stream and result.output and not result.output.endswith("\n"):
-                    if out.isatty():
-                        out.write("\n")
-                return result
-    raise AssertionError("the stream ended without a result")
+def _show(event: StreamEvent) -> None:
+    """Stream the reply to stdout, tool calls and plans to stderr."""
+    if isinstance(event, TextEvent):
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+    elif isinstance(event, (ToolCallEvent, ToolCallUpdateEvent, PlanEvent)):
+        _show_activity(event)
+    elif isinstance(event, (DoneEvent, ErrorEvent)):
+        output = event.result.output
+        if output and not output.endswith("\n") and sys.stdout.isatty():
+            sys.stdout.write("\n")
 
 
 def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> None:
