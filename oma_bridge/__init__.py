@@ -47,6 +47,7 @@ from .bridge import (
     VideoBlock,
     run_agent,
 )
+from .presets import PRESETS, Preset, preset
 
 if TYPE_CHECKING:
     from .acp import AcpBackend, AcpBackendConfig, PermissionPolicy, PermissionRequest
@@ -80,9 +81,11 @@ __all__ = (
     "LLMMessage",
     "MediaSource",
     "OmaBridgeError",
+    "PRESETS",
     "PermissionPolicy",
     "PermissionRequest",
     "PlanEvent",
+    "Preset",
     "ProcessBackend",
     "ProcessBackendConfig",
     "ProtocolError",
@@ -102,6 +105,7 @@ __all__ = (
     "UsageEvent",
     "VideoBlock",
     "__version__",
+    "preset",
     "run_agent",
 )
 

@@ -31,6 +31,7 @@ exit status:
 
 def _build_parser() -> argparse.ArgumentParser:
     from .. import __version__
+    from ._agents import add_agent_options
 
     parser = argparse.ArgumentParser(
         prog="oma-bridge",
@@ -52,95 +53,13 @@ def _build_parser() -> argparse.ArgumentParser:
         " - < examples/article.txt",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    agent = run.add_argument_group("agent (exactly one)")
-    which = agent.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--process",
-        metavar='"CMD ARGS"',
-        help="a command line, split like a shell would (no shell runs it); "
-        "a fresh process is started for the run",
-    )
-    which.add_argument(
-        "--acp",
-        metavar='"CMD ARGS"',
-        help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
-        '"npx @zed-industries/codex-acp", "gemini --acp")',
-    )
-    opts = run.add_argument_group("run options")
-    opts.add_argument(
-        "--input",
-        choices=("stdin", "argument", "none"),
-        default="stdin",
-        help="--process only: how the prompt reaches the process: written to its "
-        "stdin (default), appended as one last argument, or not sent",
-    )
-    opts.add_argument(
-        "--system-prompt", metavar="TEXT", help="text sent before the prompt"
-    )
-    opts.add_argument("--cwd", metavar="DIR", help="working directory of the agent")
-    opts.add_argument(
-        "--env",
-        metavar="NAME=VALUE",
-        action="append",
-        default=[],
-        help="set a variable in the agent's environment (repeatable); the rest "
-        "of the environment is inherited",
-    )
-    opts.add_argument(
-        "--timeout",
-        metavar="S",
-        type=_positive_float,
-        help="stop the agent (its whole process tree) after S seconds",
-    )
-    opts.add_argument(
+    add_agent_options(run, prompt_options=True)
+    run.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
         help="text: stream the reply (default); json: print one result object "
         "at the end",
-    )
-    acp = run.add_argument_group(
-        "ACP agents",
-        "Permission requests are answered by --approve-all, --approve-reads or "
-        "--deny-all; with none of them the user is asked on the terminal, and "
-        "without a terminal only reads are approved.",
-    )
-    policy = acp.add_mutually_exclusive_group()
-    policy.add_argument(
-        "--approve-all",
-        dest="permission",
-        action="store_const",
-        const="auto-approve",
-        help="approve every request (the least lasting option: allow once first)",
-    )
-    policy.add_argument(
-        "--approve-reads",
-        dest="permission",
-        action="store_const",
-        const="read-only",
-        help="approve reads and searches, reject edits, execution and deletion",
-    )
-    policy.add_argument(
-        "--deny-all",
-        dest="permission",
-        action="store_const",
-        const="reject",
-        help="reject every request",
-    )
-    acp.add_argument(
-        "--fs",
-        action="store_true",
-        help="serve the agent's file reads and writes, confined to --cwd",
-    )
-    acp.add_argument(
-        "--terminal",
-        action="store_true",
-        help="let the agent run commands in terminals (killed and reaped at the end)",
-    )
-    acp.add_argument(
-        "--auth-method",
-        metavar="ID",
-        help="the agent's authentication method to use when it asks for one",
     )
     run.add_argument(
         "prompt",
@@ -148,16 +67,6 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the prompt text, or - to read it from stdin",
     )
     return parser
-
-
-def _positive_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
-    return number
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import TYPE_CHECKING
 
-import anyio
-
 from .. import (
     Agent,
-    AgentConfig,
     BackendExitError,
     BackendStartError,
     BackendTimeout,
@@ -18,11 +14,11 @@ from .. import (
     ErrorEvent,
     OmaBridgeError,
     PlanEvent,
-    ProcessBackendConfig,
     TextEvent,
     ToolCallEvent,
     ToolCallUpdateEvent,
 )
+from ._agents import agent_config
 from ._main import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -37,16 +33,13 @@ if TYPE_CHECKING:
 
     from .. import (
         AgentRunResult,
-        BackendConfig,
-        PermissionPolicy,
-        PermissionRequest,
         StreamEvent,
     )
 
 
 def run_command(args: argparse.Namespace) -> int:
     try:
-        config = _agent_config(args)
+        config = agent_config(args, interactive=args.prompt != "-")
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
@@ -62,83 +55,6 @@ def run_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         _print_json(result)
     return _exit_status(result)
-
-
-def _agent_config(args: argparse.Namespace) -> AgentConfig:
-    flag = "--process" if args.process is not None else "--acp"
-    argv = shlex.split(args.process if args.process is not None else args.acp)
-    if not argv:
-        raise ValueError(f"{flag} needs a command")
-    env = {}
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
-        env[name] = value
-    acp_only = [
-        option
-        for option, given in (
-            ("--approve-all/--approve-reads/--deny-all", args.permission),
-            ("--fs", args.fs),
-            ("--terminal", args.terminal),
-            ("--auth-method", args.auth_method),
-        )
-        if given
-    ]
-    backend: BackendConfig
-    if args.process is not None:
-        if acp_only:
-            raise ValueError(f"{acp_only[0]} applies to --acp agents only")
-        backend = ProcessBackendConfig(
-            command=argv[0],
-            args=tuple(argv[1:]),
-            env=env or None,
-            cwd=args.cwd,
-            input=args.input,
-            timeout=args.timeout,
-        )
-    else:
-        if args.input != "stdin":
-            raise ValueError("--input applies to --process only")
-        from .. import AcpBackendConfig
-
-        backend = AcpBackendConfig(
-            command=argv[0],
-            args=tuple(argv[1:]),
-            env=env or None,
-            cwd=args.cwd,
-            timeout=args.timeout,
-            permission=_permission(args),
-            fs=args.fs,
-            terminal=args.terminal,
-            auth_method=args.auth_method,
-        )
-    return AgentConfig(name=argv[0], backend=backend, system_prompt=args.system_prompt)
-
-
-def _permission(args: argparse.Namespace) -> PermissionPolicy:
-    """The flag given, else ask on the terminal, else the library's default."""
-    if args.permission is not None:
-        return args.permission  # type: ignore[no-any-return]
-    if args.prompt != "-" and sys.stdin.isatty() and sys.stderr.isatty():
-        return _ask_on_terminal
-    return "read-only"
-
-
-async def _ask_on_terminal(request: PermissionRequest) -> bool | str:
-    """Show the request on stderr and read the choice from the terminal."""
-    lines = [f"\nThe agent asks: {request.title or 'permission'}"]
-    if request.kind:
-        lines[0] += f" ({request.kind})"
-    for number, option in enumerate(request.options, 1):
-        lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
-    lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
-    sys.stderr.write("\n".join(lines))
-    sys.stderr.flush()
-    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
-    if answer.isdigit() and 1 <= int(answer) <= len(request.options):
-        return str(request.options[int(answer) - 1].get("optionId"))
-    return False
 
 
 def _show(event: StreamEvent) -> None:

@@ -276,8 +276,8 @@ def test_acp_refusal_and_auth_failures_exit_one_with_a_clear_line() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--acp", ACP_PEER, "--input", "argument", "x"], "--process only"),
-        (["--process", "cat", "--deny-all", "x"], "--acp agents only"),
+        (["--acp", ACP_PEER, "--input", "argument", "x"], "process agents only"),
+        (["--process", "cat", "--deny-all", "x"], "ACP agents only"),
         (["--process", "cat", "--acp", ACP_PEER, "x"], "not allowed with"),
     ],
 )
@@ -287,3 +287,29 @@ def test_flags_for_the_other_transport_are_refused(
     done = cli("run", *args)
     assert done.returncode == 2
     assert needle in done.stderr
+
+
+def test_agent_preset_runs_the_known_invocation(tmp_path: Path) -> None:
+    # A stand-in `codex` on the child's PATH shows what the preset runs.
+    fake = tmp_path / "codex"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'stdin': sys.stdin.read()}))\n"
+    )
+    fake.chmod(0o755)
+    done = cli("run", "--agent", "codex", "--env", f"PATH={tmp_path}", "fix it")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"argv": ["exec", "-"], "stdin": "fix it"}
+
+
+def test_agent_preset_that_is_not_installed_names_the_command() -> None:
+    done = cli("run", "--agent", "gemini", "--env", "PATH=/nonexistent", "x")
+    assert done.returncode == 127
+    assert "'gemini'" in done.stderr and "PATH=/nonexistent" in done.stderr
+
+
+def test_unknown_agent_preset_lists_the_known_ones() -> None:
+    done = cli("run", "--agent", "nope", "x")
+    assert done.returncode == 2
+    assert "claude" in done.stderr and "codex-acp" in done.stderr

@@ -1,0 +1,224 @@
+"""Choosing the agent: the options every command shares, and the config they make.
+
+``run``, ``serve`` and ``batch`` all take ``--process "CMD ARGS"``, ``--acp "CMD
+ARGS"`` or ``--agent NAME`` plus the same environment, directory and permission
+options, so they are declared and interpreted once, here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
+
+ACP_HELP = (
+    "Permission requests are answered by --approve-all, --approve-reads or "
+    "--deny-all; with none of them the user is asked on the terminal, and "
+    "without a terminal only reads are approved."
+)
+
+
+def positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
+    return number
+
+
+def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) -> None:
+    """Declare the agent choice and its options on ``parser``.
+
+    Args:
+        prompt_options: Also declare ``--system-prompt`` (not for commands whose
+            prompts come from elsewhere).
+    """
+    from ..presets import PRESETS
+
+    agent = parser.add_argument_group("agent (exactly one)")
+    which = agent.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--process",
+        metavar='"CMD ARGS"',
+        help="a command line, split like a shell would (no shell runs it); "
+        "a fresh process is started for every run",
+    )
+    which.add_argument(
+        "--acp",
+        metavar='"CMD ARGS"',
+        help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
+        '"npx @zed-industries/codex-acp", "gemini --acp")',
+    )
+    which.add_argument(
+        "--agent",
+        metavar="NAME",
+        choices=sorted(PRESETS),
+        help="a known agent: "
+        + "; ".join(f"{name} ({p.description})" for name, p in sorted(PRESETS.items())),
+    )
+    opts = parser.add_argument_group("agent options")
+    opts.add_argument(
+        "--input",
+        choices=("stdin", "argument", "none"),
+        help="process agents: how the prompt reaches the process: written to its "
+        "stdin (the default), appended as one last argument, or not sent",
+    )
+    if prompt_options:
+        opts.add_argument(
+            "--system-prompt", metavar="TEXT", help="text sent before the prompt"
+        )
+    opts.add_argument("--cwd", metavar="DIR", help="working directory of the agent")
+    opts.add_argument(
+        "--env",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="set a variable in the agent's environment (repeatable); the rest "
+        "of the environment is inherited",
+    )
+    opts.add_argument(
+        "--timeout",
+        metavar="S",
+        type=positive_float,
+        help="stop a run (the agent's whole process tree) after S seconds",
+    )
+    acp = parser.add_argument_group("ACP agents", ACP_HELP)
+    policy = acp.add_mutually_exclusive_group()
+    for flag, const, text in (
+        ("--approve-all", "auto-approve", "approve every request (allow once first)"),
+        (
+            "--approve-reads",
+            "read-only",
+            "approve reads and searches; reject edits, execution and deletion",
+        ),
+        ("--deny-all", "reject", "reject every request"),
+    ):
+        policy.add_argument(
+            flag, dest="permission", action="store_const", const=const, help=text
+        )
+    acp.add_argument(
+        "--fs",
+        action="store_true",
+        help="serve the agent's file reads and writes, confined to --cwd",
+    )
+    acp.add_argument(
+        "--terminal",
+        action="store_true",
+        help="let the agent run commands in terminals (killed and reaped at the end)",
+    )
+    acp.add_argument(
+        "--auth-method",
+        metavar="ID",
+        help="the agent's authentication method to use when it asks for one",
+    )
+
+
+def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
+    """The ``AgentConfig`` the options describe.
+
+    Args:
+        interactive: Whether permission requests may be asked on the terminal
+            when no policy flag was given.
+
+    Raises:
+        ValueError: contradictory or malformed options (the message says which).
+    """
+    from .. import AgentConfig, ProcessBackendConfig
+    from ..presets import PRESETS, preset
+
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
+        env[name] = value
+    common = {"env": env or None, "cwd": args.cwd, "timeout": args.timeout}
+    if args.agent is not None:
+        transport, name = PRESETS[args.agent].transport, args.agent
+    else:
+        transport = "process" if args.process is not None else "acp"
+        line = args.process if args.process is not None else args.acp
+        argv = shlex.split(line)
+        if not argv:
+            raise ValueError(f"--{transport} needs a command")
+        name = argv[0]
+    backend: BackendConfig
+    if transport == "process":
+        acp_only = [
+            option
+            for option, given in (
+                ("--approve-all/--approve-reads/--deny-all", args.permission),
+                ("--fs", args.fs),
+                ("--terminal", args.terminal),
+                ("--auth-method", args.auth_method),
+            )
+            if given
+        ]
+        if acp_only:
+            raise ValueError(f"{acp_only[0]} applies to ACP agents only")
+        if args.input is not None:
+            common["input"] = args.input
+        if args.agent is not None:
+            backend = preset(args.agent, **common)
+        else:
+            backend = ProcessBackendConfig(
+                command=argv[0],
+                args=tuple(argv[1:]),
+                **common,
+            )
+    else:
+        if args.input is not None:
+            raise ValueError("--input applies to process agents only")
+        acp = {
+            **common,
+            "permission": _permission(args, interactive=interactive),
+            "fs": args.fs,
+            "terminal": args.terminal,
+            "auth_method": args.auth_method,
+        }
+        if args.agent is not None:
+            backend = preset(args.agent, **acp)
+        else:
+            from .. import AcpBackendConfig
+
+            backend = AcpBackendConfig(
+                command=argv[0],
+                args=tuple(argv[1:]),
+                **acp,
+            )
+    return AgentConfig(
+        name=name, backend=backend, system_prompt=getattr(args, "system_prompt", None)
+    )
+
+
+def _permission(args: argparse.Namespace, *, interactive: bool) -> PermissionPolicy:
+    """The flag given, else ask on the terminal, else the library's default."""
+    if args.permission is not None:
+        return args.permission  # type: ignore[no-any-return]
+    if interactive and sys.stdin.isatty() and sys.stderr.isatty():
+        return ask_on_terminal
+    return "read-only"
+
+
+async def ask_on_terminal(request: PermissionRequest) -> bool | str:
+    """Show a permission request on stderr and read the choice from stdin."""
+    import anyio
+
+    lines = [f"\nThe agent asks: {request.title or 'permission'}"]
+    if request.kind:
+        lines[0] += f" ({request.kind})"
+    for number, option in enumerate(request.options, 1):
+        lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
+    lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
+    sys.stderr.write("\n".join(lines))
+    sys.stderr.flush()
+    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+    if answer.isdigit() and 1 <= int(answer) <= len(request.options):
+        return str(request.options[int(answer) - 1].get("optionId"))
+    return False
