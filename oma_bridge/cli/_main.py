@@ -18,7 +18,7 @@ EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 
-_EXIT_CODES = f"""\
+EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}    the agent finished successfully
   {EXIT_FAILED}    the agent failed (non-zero exit, crash, refusal)
@@ -29,9 +29,16 @@ exit status:
 """
 
 
+# Each command is a module cli/_<name>.py with add_parser(subparsers), which
+# registers its options and sets ``handler`` (a function of the parsed args
+# returning the exit status). Modules import the library only where they need it.
+_COMMANDS = ("run",)
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    import importlib
+
     from .. import __version__
-    from ._agents import add_agent_options
 
     parser = argparse.ArgumentParser(
         prog="oma-bridge",
@@ -42,41 +49,16 @@ def _build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {__version__}"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    run = commands.add_parser(
-        "run",
-        help="run an agent once on a prompt and stream its reply",
-        description="Run an agent once on PROMPT. The reply streams to stdout as it "
-        "comes; errors go to stderr as one line.",
-        epilog=_EXIT_CODES
-        + '\nexample:\n  oma-bridge run --process "python examples/summarize_agent.py"'
-        " - < examples/article.txt",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_agent_options(run, prompt_options=True)
-    run.add_argument(
-        "--format",
-        choices=("text", "json"),
-        default="text",
-        help="text: stream the reply (default); json: print one result object "
-        "at the end",
-    )
-    run.add_argument(
-        "prompt",
-        metavar="PROMPT",
-        help="the prompt text, or - to read it from stdin",
-    )
+    for name in _COMMANDS:
+        importlib.import_module(f"._{name}", __package__).add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oma-bridge`` (or ``python -m oma_bridge``); return the exit status."""
     args = _build_parser().parse_args(argv)
-    if args.command == "run":
-        from ._run import run_command
-
-        return run_command(args)
-    raise AssertionError(f"unhandled command {args.command!r}")
+    status: int = args.handler(args)
+    return status
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,9 @@ from .. import (
     ToolCallEvent,
     ToolCallUpdateEvent,
 )
-from ._agents import agent_config
+from ._agents import add_agent_options, agent_config
 from ._main import (
+    EXIT_CODES,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
@@ -29,12 +31,37 @@ from ._main import (
 )
 
 if TYPE_CHECKING:
-    import argparse
-
     from .. import (
         AgentRunResult,
         StreamEvent,
     )
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run an agent once on a prompt and stream its reply",
+        description="Run an agent once on PROMPT. The reply streams to stdout as it "
+        "comes; errors go to stderr as one line.",
+        epilog=EXIT_CODES
+        + '\nexample:\n  oma-bridge run --process "python examples/summarize_agent.py"'
+        " - < examples/article.txt",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_agent_options(run, prompt_options=True)
+    run.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: stream the reply (default); json: print one result object "
+        "at the end",
+    )
+    run.add_argument(
+        "prompt",
+        metavar="PROMPT",
+        help="the prompt text, or - to read it from stdin",
+    )
+    run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
