@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, Protocol, TypeGuard, final
 
 import anyio
 
@@ -44,6 +44,12 @@ __all__ = ("Connection", "Handler", "MessageStream", "RequestError", "RequestId"
 logger = logging.getLogger(__name__)
 
 RequestId = int | str
+
+
+def _is_id(value: object) -> TypeGuard[RequestId]:
+    # JSON-RPC ids are strings or numbers; null and anything else cannot be
+    # answered or cancelled, so such a request is invalid.
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 class MessageStream(Protocol):
@@ -244,9 +250,13 @@ class Connection:
             await self.pump()
         finally:
             self._reading = False
-            if self._progress is not None:
-                self._progress.set()
-                self._progress = None
+            self._wake()
+
+    def _wake(self) -> None:
+        """Let tasks waiting in ``wait_response`` look at their slots again."""
+        if self._progress is not None:
+            self._progress.set()
+            self._progress = None
 
     async def pump(self) -> None:
         """Read one message and handle it (a request's handler is awaited inline).
@@ -278,7 +288,11 @@ class Connection:
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:
-                await self._answer(message["id"], method, message.get("params"))  # type: ignore[arg-type]
+                request_id = message["id"]
+                if not _is_id(request_id):
+                    await self._bad_message(message)
+                    return
+                await self._answer(request_id, method, message.get("params"))
             elif method == m.CANCEL_REQUEST:
                 self._on_cancel_request(message.get("params"))
             else:
@@ -382,35 +396,45 @@ class Connection:
         """Read and handle messages until the peer closes the stream.
 
         Incoming requests are answered concurrently; ``$/cancel_request``
-        cancels one (answered with ``-32800``). Returns at end of stream.
+        cancels one (answered with ``-32800``). Handlers may call ``request()``:
+        this loop is the only reader, and it wakes them when their response is
+        in. Returns at end of stream, after cancelling the handlers still running.
 
         Raises:
             ProtocolError: a bad frame (unless ``reply_to_bad_frames``).
         """
-        async with anyio.create_task_group() as tg:
-            while True:
-                try:
-                    message = await self._stream.receive()
-                except anyio.EndOfStream:
-                    self.fail(ProtocolError("The peer closed the connection."))
-                    tg.cancel_scope.cancel()
-                    return
-                except ProtocolError as exc:
-                    if not self._reply_bad:
-                        raise self.fail(exc) from None
-                    err = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
-                    await self._send(
-                        {"jsonrpc": "2.0", "id": None, "error": err.to_json()}
-                    )
-                    continue
-                if (
-                    isinstance(message, dict)
-                    and "id" in message
-                    and isinstance(message.get("method"), str)
-                ):
-                    tg.start_soon(self._answer_cancellable, message)
-                else:
-                    await self.handle(message)
+        # While we read, wait_response() callers sleep on _progress instead of
+        # reading the stream themselves: two readers would split frames.
+        self._reading = True
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    try:
+                        message = await self._stream.receive()
+                    except anyio.EndOfStream:
+                        self.fail(ProtocolError("The peer closed the connection."))
+                        tg.cancel_scope.cancel()
+                        return
+                    except ProtocolError as exc:
+                        if not self._reply_bad:
+                            raise self.fail(exc) from None
+                        err = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
+                        await self._send(
+                            {"jsonrpc": "2.0", "id": None, "error": err.to_json()}
+                        )
+                        continue
+                    if (
+                        isinstance(message, dict)
+                        and _is_id(message.get("id"))
+                        and isinstance(message.get("method"), str)
+                    ):
+                        tg.start_soon(self._answer_cancellable, message)
+                    else:
+                        await self.handle(message)
+                        self._wake()
+        finally:
+            self._reading = False
+            self._wake()
 
     async def _answer_cancellable(self, message: dict[str, JSONValue]) -> None:
         request_id = message["id"]
