@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = (
     "AcpBackend",
     "AcpBackendConfig",
+    "ClientDelegate",
     "PermissionPolicy",
     "PermissionRequest",
 )
@@ -106,8 +107,12 @@ class PermissionRequest(NamedTuple):
 
 PermissionAnswer: TypeAlias = bool | str
 PermissionCallback: TypeAlias = Callable[
-    [PermissionRequest], PermissionAnswer | Awaitable[PermissionAnswer]
+    [PermissionRequest],
+    PermissionAnswer | Awaitable[PermissionAnswer | None] | None,
 ]
+#: ``delegate(method, params)``: serves a request the agent makes of its client;
+#: None means "not served here" (see ``AcpBackendConfig.delegate``).
+ClientDelegate: TypeAlias = Callable[[str, "JSONValue"], Awaitable["JSONValue"]]
 PermissionPolicy: TypeAlias = (
     Literal["auto-approve", "reject", "read-only"] | PermissionCallback
 )
@@ -136,13 +141,21 @@ class AcpBackendConfig:
             ``"read-only"`` (default: approve read/search/think, reject the
             rest), ``"auto-approve"``, ``"reject"``, or a callable (sync or async)
             taking a ``PermissionRequest`` and returning True (allow, least
-            privilege), False (reject) or an option id.
+            privilege), False (reject), an option id, or None (ask ``delegate``;
+            without one, reject).
         permission_timeout: Seconds a callable may take; then it is a reject.
         mcp_servers: MCP server descriptions passed through to the session as
             given (ACP wire shape, e.g. ``{"name", "command", "args", "env"}``).
         fs: Serve ``fs/read_text_file`` and ``fs/write_text_file`` inside the
             sandbox (advertised to the agent only when True).
         terminal: Serve ``terminal/*`` (advertised only when True).
+        delegate: Serves the agent's ``fs/*`` and ``terminal/*`` requests before
+            the built-in sandbox and terminals (which serve them when it returns
+            None), and the permission requests the ``permission`` callable
+            answers with None; ``oma-bridge serve --acp`` forwards them to the
+            editor this way. A ``RemoteError`` it raises is sent back as that
+            JSON-RPC error. ``fs`` and ``terminal`` still decide what is
+            advertised to the agent.
         extra_roots: More directories the file sandbox admits besides ``cwd``.
         auth_method: The ``authMethods`` id to authenticate with when the agent
             requires authentication.
@@ -168,6 +181,7 @@ class AcpBackendConfig:
     mcp_servers: tuple[Mapping[str, JSONValue], ...] = ()
     fs: bool = False
     terminal: bool = False
+    delegate: ClientDelegate | None = None
     extra_roots: tuple[str, ...] = ()
     auth_method: str | None = None
     startup_timeout: float = 60.0
@@ -435,6 +449,10 @@ class _AgentProcess:
             self.run.on_update(update)
 
     async def handle_request(self, method: str, params: JSONValue) -> JSONValue:
+        if self.config.delegate is not None and method.startswith(("fs/", "terminal/")):
+            result = await self._delegated(method, params)
+            if result is not None:
+                return result
         if method == m.SESSION_REQUEST_PERMISSION:
             return await self._permission(params)
         if self.config.fs and method == m.FS_READ_TEXT_FILE:
@@ -471,6 +489,12 @@ class _AgentProcess:
             session_id=str(params.get("sessionId", "")),
         )
         answer = await self._decide(request)
+        if answer is None and self.config.delegate is not None:
+            result = await self._delegated(m.SESSION_REQUEST_PERMISSION, params)
+            if result is not None:
+                return result
+        if answer is None:
+            answer = False
         ids = [o.get("optionId") for o in options]
         if isinstance(answer, str) and answer in ids:
             return {"outcome": {"outcome": "selected", "optionId": answer}}
@@ -492,7 +516,21 @@ class _AgentProcess:
         # No option of the wanted kind: decline without selecting anything.
         return _CANCELLED_OUTCOME
 
-    async def _decide(self, request: PermissionRequest) -> PermissionAnswer:
+    async def _delegated(self, method: str, params: JSONValue) -> JSONValue:
+        """Ask ``config.delegate``, keeping stderr and terminals drained meanwhile."""
+        delegate = self.config.delegate
+        assert delegate is not None
+        result: JSONValue = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.side.wait_until, lambda: False)
+                result = await delegate(method, params)
+                tg.cancel_scope.cancel()
+        except RemoteError as exc:
+            raise RequestError(exc.rpc_code, exc.rpc_message, exc.data) from None
+        return result
+
+    async def _decide(self, request: PermissionRequest) -> PermissionAnswer | None:
         policy = self.config.permission
         if policy == "auto-approve":
             return True
@@ -517,6 +555,8 @@ class _AgentProcess:
         except Exception:
             logger.exception("permission callback failed; rejecting %r", request.title)
             return False
+        if answer is None:
+            return None  # the callback defers to the delegate
         if not isinstance(answer, (bool, str)):
             logger.warning("permission callback returned %r; rejecting", answer)
             return False
