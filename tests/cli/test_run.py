@@ -313,3 +313,43 @@ def test_unknown_agent_preset_lists_the_known_ones() -> None:
     done = cli("run", "--agent", "nope", "x")
     assert done.returncode == 2
     assert "claude" in done.stderr and "codex-acp" in done.stderr
+
+
+@pytest.mark.parametrize(("answer", "chosen"), [("1", "opt-allow_always"), ("", None)])
+def test_on_a_terminal_the_user_is_asked_per_request(
+    answer: str, chosen: str | None
+) -> None:
+    import pty
+    import select
+
+    # stdin and stderr are a real terminal; stdout stays a pipe we can read.
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "run", "--acp", ACP_PEER, "perm:edit"],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        cwd=ROOT,
+    )
+    os.close(follower)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 20
+        while b"Enter rejects" not in seen and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                seen += os.read(leader, 4096)
+        assert b"The agent asks: Do edit (edit)" in seen, seen
+        assert b"2) allow_once" in seen
+        os.write(leader, answer.encode() + b"\n")
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    assert proc.returncode == 0
+    reply = json.loads(out)
+    if chosen is None:  # Enter rejects, least lasting first
+        assert reply["outcome"]["optionId"] == "opt-reject_once"
+    else:
+        assert reply["outcome"]["optionId"] == chosen
