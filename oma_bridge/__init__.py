@@ -50,7 +50,17 @@ from .bridge import (
 from .presets import PRESETS, Preset, preset
 
 if TYPE_CHECKING:
-    from .acp import AcpBackend, AcpBackendConfig, PermissionPolicy, PermissionRequest
+    from .acp import (
+        AcpBackend,
+        AcpBackendConfig,
+        ClientDelegate,
+        PermissionPolicy,
+        PermissionRequest,
+        ServePermission,
+        ServeTarget,
+        serve,
+        serve_streams,
+    )
 
 __version__ = "0.1.0"
 
@@ -71,6 +81,7 @@ __all__ = (
     "BeforeRunContext",
     "BeforeRunHook",
     "BlockingBackend",
+    "ClientDelegate",
     "ContentBlock",
     "DoneEvent",
     "ErrorEvent",
@@ -91,6 +102,8 @@ __all__ = (
     "ProtocolError",
     "RemoteError",
     "RunRequest",
+    "ServePermission",
+    "ServeTarget",
     "StreamEvent",
     "TextBlock",
     "TextEvent",
@@ -107,12 +120,24 @@ __all__ = (
     "__version__",
     "preset",
     "run_agent",
+    "serve",
+    "serve_streams",
 )
 
 # The ACP client is imported on first use: it is not on the path of a process
 # run, and the CLI imports this package at every start.
 _LAZY = frozenset(
-    {"AcpBackend", "AcpBackendConfig", "PermissionPolicy", "PermissionRequest"}
+    {
+        "AcpBackend",
+        "AcpBackendConfig",
+        "ClientDelegate",
+        "PermissionPolicy",
+        "PermissionRequest",
+        "ServePermission",
+        "ServeTarget",
+        "serve",
+        "serve_streams",
+    }
 )
 
 

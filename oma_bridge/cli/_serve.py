@@ -1,0 +1,133 @@
+"""``oma-bridge serve``: expose an agent to an editor as an ACP agent on stdio."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ._agents import add_agent_options, agent_config
+from ._main import EXIT_OK, EXIT_USAGE, fail
+
+DESCRIPTION = """\
+Serve an agent to an editor (Zed, or any client of the Agent Client Protocol)
+as an ACP agent over stdin/stdout. The editor launches this command; stdout
+carries only protocol frames, logs go to stderr (or --log-file).
+
+Each editor session gets its own agent working in the session's directory;
+sessions run side by side. Prompts must be text: image, audio and resource
+blocks are refused with an error and nothing runs. A second prompt on a busy
+session waits for the first. session/cancel stops the turn (the wrapped
+process tree is killed; an ACP agent is sent session/cancel).
+
+With --acp, oma-bridge is a proxy in front of a real ACP agent: its updates
+stream through, and its permission, file and terminal requests go to the
+editor when the editor supports them. --approve-all, --approve-reads or
+--deny-all answer permission requests here instead of asking the editor;
+--system-prompt is put before the first prompt of each session.
+"""
+
+EPILOG = """\
+exit status:
+  0    the editor closed stdin (or SIGTERM/SIGINT); every agent was stopped
+  2    bad arguments
+
+Zed (settings.json):
+  "agent_servers": {
+    "My agent": {
+      "command": "oma-bridge",
+      "args": ["serve", "--process", "python /path/to/agent.py"]
+    }
+  }
+
+examples:
+  oma-bridge serve --process "python examples/summarize_agent.py"
+  oma-bridge serve --acp "gemini --acp" --transcript /tmp/acp.jsonl
+  oma-bridge serve --agent claude --system-prompt "Answer briefly."
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve an agent to an editor over ACP (stdio)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_agent_options(serve, prompt_options=True)
+    out = serve.add_argument_group("serving")
+    out.add_argument(
+        "--transcript",
+        metavar="PATH",
+        help="append every protocol frame, both ways, to PATH as JSON lines "
+        "(secrets redacted); for debugging an editor integration",
+    )
+    out.add_argument(
+        "--log-file", metavar="PATH", help="write the log to PATH instead of stderr"
+    )
+    out.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="log every frame and put error details in internal-error replies",
+    )
+    serve.set_defaults(handler=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        config = agent_config(args, interactive=False)
+    except (ValueError, TypeError) as exc:
+        return fail(str(exc), EXIT_USAGE)
+    _configure_logging(args.log_file, verbose=args.verbose)
+    import anyio
+
+    anyio.run(_serve, config, args)
+    return EXIT_OK
+
+
+async def _serve(config: object, args: argparse.Namespace) -> None:
+    """Serve until stdin ends or a termination signal arrives."""
+    import signal
+
+    import anyio
+
+    from ..acp.agent import serve
+
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            # The editor stops us with SIGTERM: stop the agents' process trees
+            # too, rather than dying and leaving them running.
+            with anyio.open_signal_receiver(
+                signal.SIGTERM, signal.SIGINT, signal.SIGHUP
+            ) as signals:
+                async for signum in signals:
+                    logging.getLogger(__name__).info("stopping on signal %d", signum)
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        await serve(
+            config,  # type: ignore[arg-type]
+            # No policy flag: the editor is asked, as a user of it expects.
+            permission=args.permission or "ask",
+            transcript=args.transcript,
+            debug=args.verbose,
+        )
+        tg.cancel_scope.cancel()
+
+
+def _configure_logging(log_file: str | None, *, verbose: bool) -> None:
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
