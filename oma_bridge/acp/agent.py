@@ -429,9 +429,14 @@ class _Server:
                 ask = terminal
             else:
                 ask = forwarded.get(method, method == m.SESSION_REQUEST_PERMISSION)
-            if not ask:
-                return None  # the built-in sandbox and terminals, if enabled
-            return await self._ask_editor(session_id, method, params)
+            if ask:
+                return await self._ask_editor(session_id, method, params)
+            if method.startswith("fs/") and not backend.fs:
+                # fs is advertised for the editor's sake: serve no other file op.
+                raise RemoteError(
+                    method, rpc_code=m.METHOD_NOT_FOUND, message="Method not found"
+                )
+            return None  # our own sandbox and terminals, when enabled
 
         permission = self._permission
         return dataclasses.replace(

@@ -521,13 +521,20 @@ class _AgentProcess:
         delegate = self.config.delegate
         assert delegate is not None
         result: JSONValue = None
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self.side.wait_until, lambda: False)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.side.wait_until, lambda: False)
+            try:
                 result = await delegate(method, params)
-                tg.cancel_scope.cancel()
-        except RemoteError as exc:
-            raise RequestError(exc.rpc_code, exc.rpc_message, exc.data) from None
+            except Exception as exc:  # raised below, not wrapped in a group
+                failure = exc
+            tg.cancel_scope.cancel()
+        if isinstance(failure, RemoteError):
+            raise RequestError(
+                failure.rpc_code, failure.rpc_message, failure.data
+            ) from None
+        if failure is not None:
+            raise failure
         return result
 
     async def _decide(self, request: PermissionRequest) -> PermissionAnswer | None:

@@ -1,0 +1,142 @@
+"""``serve --acp``: oma-bridge between an editor and a real ACP agent, and the
+round trip from oma-bridge's own ACP client through ``serve`` to a real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import anyio
+
+from oma_bridge import Agent, AgentConfig, TextEvent
+from oma_bridge.acp import AcpBackendConfig
+
+from .serve_support import Editor, acp, check_frames, drive, new_session, prompt
+from .support import PEERS, WAIT, frames
+
+FAKE = f"{sys.executable} {PEERS / 'acp_agent.py'}"
+EXAMPLES = Path(__file__).parent.parent.parent / "examples"
+
+
+def proxy(log: Path, *options: str) -> tuple[str, ...]:
+    return ("--acp", FAKE, "--env", f"ACP_LOG={log}", *options)
+
+
+async def test_updates_stream_through_and_permission_goes_to_the_editor(
+    tmp_path,
+) -> None:
+    log = tmp_path / "log"
+
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        reply = await prompt(conn, sid, "thought:hmm;say:hi;tool;plan;perm:edit")
+        kinds = [u.session_update for u in editor.updates[sid]]
+        return sid, reply.stop_reason, kinds, editor.text(sid), editor.asked
+
+    (sid, stop, kinds, text, asked), sent = await drive(
+        scenario, *proxy(log, "--system-prompt", "Be brief.")
+    )
+    assert stop == "end_turn"
+    assert kinds == [
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "agent_message_chunk",
+    ]
+    [(asked_sid, tool_call)] = asked
+    assert (asked_sid, tool_call.title) == (sid, "Do edit")  # our session id
+    answer = json.loads(text.removeprefix("hi"))
+    assert answer == {"outcome": {"outcome": "selected", "optionId": "opt-allow_once"}}
+    assert check_frames(sent) >= {"session/request_permission", "update:plan"}
+    [turn] = [f for f in frames(log) if f.get("method") == "session/prompt"]
+    assert turn["params"]["prompt"][0]["text"].startswith("Be brief.\n\n")
+
+
+async def test_our_policy_answers_before_the_editor_is_asked(tmp_path) -> None:
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        await prompt(conn, sid, "perm:read;perm:execute")
+        return editor.text(sid), editor.asked
+
+    (text, asked), _ = await drive(
+        scenario, *proxy(tmp_path / "log", "--approve-reads")
+    )
+    assert asked == []
+    assert '"optionId": "opt-allow_once"' in text
+    assert '"optionId": "opt-reject_once"' in text
+
+
+async def test_files_go_to_the_editor_only_as_it_advertised(tmp_path) -> None:
+    path = str(tmp_path / "a.txt")
+    editor = Editor(files={path: "from the editor"})
+
+    async def scenario(conn, process, editor):
+        fs = acp.schema.FileSystemCapabilities(read_text_file=True)
+        sid = await new_session(conn, tmp_path, fs=fs)
+        await prompt(conn, sid, f"read:{path};write:{path}:x")
+        return editor.text(sid), editor.asked
+
+    (text, asked), sent = await drive(scenario, *proxy(tmp_path / "log"), editor=editor)
+    assert len(asked) == 1 and asked[0][1] == path
+    assert text.startswith('{"content": "from the editor"}')
+    assert '"code": -32601' in text  # writes were not advertised: not served
+    assert not Path(path).exists()  # noqa: ASYNC240
+    assert "fs/read_text_file" in check_frames(sent)
+
+
+async def test_cancel_is_forwarded_and_the_turn_ends_cancelled(tmp_path) -> None:
+    log = tmp_path / "log"
+
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        turn = asyncio.ensure_future(prompt(conn, sid, "slow"))
+        await editor.first_chunk[sid].wait()
+        await conn.cancel(session_id=sid)
+        return (await turn).stop_reason
+
+    stop, sent = await drive(scenario, *proxy(log))
+    assert stop == "cancelled"
+    assert "session/cancel" in [f.get("method") for f in frames(log)]
+    check_frames(sent)
+
+
+async def test_a_crashing_agent_is_a_visible_error(tmp_path) -> None:
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        try:
+            await prompt(conn, sid, "crash")
+        except acp.RequestError as exc:
+            return exc, editor.text(sid)
+        raise AssertionError("the prompt succeeded")
+
+    (error, text), sent = await drive(scenario, *proxy(tmp_path / "log"))
+    assert error.code == -32603 and "exited with code 3" in str(error)
+    assert "sk-abcdefghijklmnopqrstu" not in str(error)  # the stderr tail is redacted
+    assert text == "partial"
+    check_frames(sent)
+
+
+async def test_round_trip_from_our_client_through_serve_to_a_real_cli(
+    tmp_path,
+) -> None:
+    summarize = f"{sys.executable} {EXAMPLES / 'summarize_agent.py'} -n 1"
+    backend = AcpBackendConfig(
+        command=sys.executable,
+        args=("-m", "oma_bridge", "serve", "--process", summarize),
+        cwd=str(tmp_path),
+        kill_grace=1.0,
+    )
+    article = (EXAMPLES / "article.txt").read_text()
+    async with Agent(AgentConfig(name="chain", backend=backend)) as agent:
+        with anyio.fail_after(WAIT):
+            events = [event async for event in agent.stream(article)]
+            again = await agent.run("Cats sleep a lot. Dogs bark at night.")
+    result = events[-1].result
+    assert result.success, result.error
+    assert "Summary (1 of" in result.output
+    assert "".join(e.text for e in events if isinstance(e, TextEvent)) == result.output
+    assert again.success and "Cats sleep a lot." in again.output
