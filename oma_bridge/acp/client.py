@@ -161,6 +161,9 @@ class AcpBackendConfig:
             requires authentication.
         startup_timeout: Seconds for spawn, ``initialize`` and the session.
         session_id: Load or resume this earlier session instead of a new one.
+        session_per_run: Open a new session (``session/new``) for every run
+            after the first, on the same agent process, so that no run sees
+            another's turns (batch jobs). Cannot be combined with ``session_id``.
         mode: A session mode id to switch to, if the agent offers it.
         timeout: Seconds per run (the turn is then cancelled).
         cancel_grace: Seconds a cancelled turn may take to end before the agent
@@ -186,6 +189,7 @@ class AcpBackendConfig:
     auth_method: str | None = None
     startup_timeout: float = 60.0
     session_id: str | None = None
+    session_per_run: bool = False
     mode: str | None = None
     timeout: float | None = None
     cancel_grace: float = 5.0
@@ -216,6 +220,11 @@ class AcpBackendConfig:
                 raise ValueError(f"AcpBackendConfig.{name} must be positive")
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError("AcpBackendConfig.timeout must be positive")
+        if self.session_per_run and self.session_id is not None:
+            raise ValueError(
+                "AcpBackendConfig.session_per_run opens new sessions; it cannot "
+                "be combined with session_id"
+            )
         if self.max_line_bytes <= 0:
             raise ValueError("AcpBackendConfig.max_line_bytes must be positive")
 
@@ -257,6 +266,7 @@ class _AgentProcess:
         )
         self.terminals: Terminals | None = None
         self.stopped = False
+        self.session_used = False  # a run has prompted the current session
 
     # -- start -----------------------------------------------------------------
 
@@ -569,6 +579,24 @@ class _AgentProcess:
             return False
         return answer
 
+    async def new_session(self) -> None:
+        """Replace the session with a new one (``session_per_run``).
+
+        Raises:
+            OmaBridgeError: the agent refused, broke the protocol, or took longer
+                than ``startup_timeout`` (BackendTimeout).
+        """
+        self.system_prompt_sent = False
+        self.last_used, self.last_cost = 0, None  # usage is cumulative per session
+        with anyio.move_on_after(self.config.startup_timeout) as scope:
+            await self._open_session({})
+        if scope.cancelled_caught:
+            raise BackendTimeout(
+                f"Opening a new session of the ACP agent {self.config.command!r}",
+                timeout=self.config.startup_timeout,
+            )
+        self.session_used = False
+
     # -- stop ----------------------------------------------------------------------
 
     async def stop(self) -> None:
@@ -801,6 +829,14 @@ class _AcpRun:
         except OmaBridgeError as exc:
             return exc
         self._agent = agent
+        if self._config.session_per_run and agent.session_used:
+            try:
+                await agent.new_session()  # cancelled here: aclose() drops the agent
+            except OmaBridgeError as exc:
+                self._agent = None
+                await backend._drop_agent()  # the next run starts a fresh agent
+                return exc
+        agent.session_used = True
         assert agent.conn is not None
         text = self._request.prompt
         if self._request.system_prompt and not agent.system_prompt_sent:
