@@ -15,6 +15,9 @@ from .bridge import (
     BackendExitError,
     BackendStartError,
     BackendTimeout,
+    BatchItem,
+    BatchResult,
+    BatchRun,
     BeforeRunContext,
     BeforeRunHook,
     BlockingBackend,
@@ -46,6 +49,7 @@ from .bridge import (
     UsageEvent,
     VideoBlock,
     run_agent,
+    run_batch,
 )
 from .presets import PRESETS, Preset, preset
 
@@ -78,6 +82,9 @@ __all__ = (
     "BackendExitError",
     "BackendStartError",
     "BackendTimeout",
+    "BatchItem",
+    "BatchResult",
+    "BatchRun",
     "BeforeRunContext",
     "BeforeRunHook",
     "BlockingBackend",
@@ -120,6 +127,7 @@ __all__ = (
     "__version__",
     "preset",
     "run_agent",
+    "run_batch",
     "serve",
     "serve_streams",
 )

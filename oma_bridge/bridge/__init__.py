@@ -1,6 +1,7 @@
 """The Agent facade and the contracts every backend implements."""
 
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
+from ._batch import BatchItem, BatchResult, BatchRun, run_batch
 from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
 from ._results import AgentRunResult, TokenUsage, ToolCallRecord
 from .backend import (
@@ -56,6 +57,9 @@ __all__ = (
     "BackendExitError",
     "BackendStartError",
     "BackendTimeout",
+    "BatchItem",
+    "BatchResult",
+    "BatchRun",
     "BeforeRunContext",
     "BeforeRunHook",
     "BlockingBackend",
@@ -87,4 +91,5 @@ __all__ = (
     "UsageEvent",
     "VideoBlock",
     "run_agent",
+    "run_batch",
 )

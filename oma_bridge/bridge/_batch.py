@@ -1,0 +1,502 @@
+"""Fresh-per-run batch jobs: many prompts, bounded concurrency, one result each.
+
+``run_batch`` returns a ``BatchRun``: an async context manager that owns the
+worker task group, and an async iterator that receives each item's result from
+a memory object stream those workers feed. No task group or cancel scope is
+held across a ``yield`` of the iterator; leaving ``async with`` cancels what is
+still running (process trees are killed) before it returns.
+
+Each worker keeps one ``Agent`` for its life. A process backend starts a fresh
+child for every run anyway; a backend config with a ``session_per_run`` field
+(``AcpBackendConfig``) gets it set, so each worker is one agent process of a
+pool and each item a fresh session on it. ``fresh_process=True`` gives every
+attempt its own agent instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import random
+import time
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, NamedTuple, final
+
+import anyio
+from anyio import AsyncContextManagerMixin
+
+from ._agent import Agent, AgentConfig
+from ._results import TokenUsage
+from .errors import (
+    BackendExitError,
+    BackendTimeout,
+    OmaBridgeError,
+    ProtocolError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import (
+        AsyncGenerator,
+        Awaitable,
+        Callable,
+        Iterable,
+        Iterator,
+        Mapping,
+    )
+
+    from anyio.streams.memory import (
+        MemoryObjectReceiveStream,
+        MemoryObjectSendStream,
+    )
+    from typing_extensions import Self
+
+    from ._results import AgentRunResult
+    from .messages import JSONValue, LLMMessage
+
+__all__ = ("BatchItem", "BatchResult", "BatchRun", "run_batch")
+
+#: Failures that can go away on a retry: the agent exited non-zero or crashed,
+#: broke the protocol (a crash mid-frame), or ran out of time.
+_RETRYABLE = (BackendExitError, BackendTimeout, ProtocolError)
+#: ``error_kind`` of an item stopped by ``BatchRun.cancel()``.
+CANCELLED = "CANCELLED"
+_MAX_BACKOFF = 60.0
+_NO_USAGE = TokenUsage()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchItem:
+    """One unit of work.
+
+    Attributes:
+        id: Identifies the item in its result (and in a resumable output file).
+        input: The prompt, or a list of messages. A text-only backend rejects a
+            list with ``InvalidMessageError`` before anything is spawned; that
+            item fails and the others go on.
+        extra: Carried unchanged to the result (e.g. the input line's other
+            fields).
+    """
+
+    id: str | int
+    input: str | list[LLMMessage]
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchResult:
+    """The outcome of one item, after its last attempt.
+
+    Attributes:
+        id: The item's id.
+        success: The agent finished normally.
+        output: The agent's reply (partial when it failed).
+        error_kind: The error's ``code`` (``"BACKEND_EXIT"``,
+            ``"BACKEND_TIMEOUT"``, ``"INVALID_MESSAGE"``, ``"CANCELLED"``, ...),
+            or None on success.
+        error_message: What went wrong and what to do, or None.
+        exit_code: The agent process's exit status, where there is one.
+        duration_s: Seconds from the first attempt's start to the end, retries
+            and their backoff included.
+        attempts: How many attempts were made: 1, plus the retries used.
+        usage: Tokens (and cost) of the last attempt, when reported.
+        extra: The item's extra fields.
+        cancelled: The batch was cancelled while this item was in flight.
+    """
+
+    id: str | int
+    success: bool
+    output: str = ""
+    error_kind: str | None = None
+    error_message: str | None = None
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    attempts: int = 0
+    usage: TokenUsage = _NO_USAGE
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
+    cancelled: bool = False
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """The result as one JSON object: ``id``, the extra fields, then the rest."""
+        usage = self.usage
+        return {
+            "id": self.id,
+            **self.extra,
+            "success": self.success,
+            "output": self.output,
+            "error_kind": self.error_kind,
+            "error_message": self.error_message,
+            "exit_code": self.exit_code,
+            "duration_s": round(self.duration_s, 6),
+            "attempts": self.attempts,
+            "usage": {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cost": usage.cost,
+            },
+            "cancelled": self.cancelled,
+        }
+
+
+#: Keys of ``BatchResult.to_json()`` that an item's extra fields cannot use.
+RESULT_KEYS = frozenset(
+    BatchResult(id=0, success=True).to_json().keys() | {"prompt", "messages"}
+)
+
+
+class Outcome(NamedTuple):
+    """One attempt, reduced to plain values (it may come from another machine)."""
+
+    success: bool
+    output: str
+    error_kind: str | None
+    error_message: str | None
+    exit_code: int | None
+    retryable: bool
+    usage: TokenUsage
+
+    @classmethod
+    def of(cls, result: AgentRunResult) -> Outcome:
+        error = result.error
+        if result.success:
+            return cls(True, result.output, None, None, result.exit_code, False,
+                       result.token_usage)  # fmt: skip
+        return cls(
+            False,
+            result.output,
+            error.code if error is not None else "ABORTED",
+            str(error) if error is not None else "The run was aborted.",
+            result.exit_code,
+            isinstance(error, _RETRYABLE) and not error.terminal,
+            result.token_usage,
+        )
+
+    @classmethod
+    def rejected(cls, error: OmaBridgeError) -> Outcome:
+        """Refused at the boundary: nothing ran, and a retry cannot help."""
+        retryable = not error.terminal and isinstance(error, _RETRYABLE)
+        return cls(False, "", error.code, str(error), None, retryable, TokenUsage())
+
+
+def _fresh_sessions(config: AgentConfig) -> AgentConfig:
+    """The config whose backend gives every run a fresh session, where it can.
+
+    ``bridge`` never imports a transport, so the option is found by name: a
+    backend config that keeps a session between runs declares a
+    ``session_per_run`` field (``AcpBackendConfig``).
+    """
+    backend = config.backend
+    if (
+        dataclasses.is_dataclass(backend)
+        and not isinstance(backend, type)
+        and any(f.name == "session_per_run" for f in dataclasses.fields(backend))
+        and not getattr(backend, "session_per_run", True)
+    ):
+        return dataclasses.replace(
+            config,
+            backend=dataclasses.replace(backend, session_per_run=True),
+        )
+    return config
+
+
+def _items(items: Iterable[BatchItem | str]) -> Iterator[BatchItem]:
+    for position, item in enumerate(items, 1):
+        if isinstance(item, str):
+            yield BatchItem(id=position, input=item)
+        elif isinstance(item, BatchItem):
+            yield item
+        else:
+            raise TypeError(
+                f"run_batch items must be BatchItem or str, got {type(item).__name__} "
+                f"at position {position}"
+            )
+
+
+@final
+class BatchRun(AsyncContextManagerMixin):
+    """A running batch: ``async with run_batch(...) as results:``, then iterate.
+
+    Results arrive in completion order, one per item that ran (or was refused at
+    the boundary). The iterator ends when every item has a result, or after
+    ``cancel()`` once the items in flight are reported as cancelled; items not
+    yet started then get no result (a resumed batch runs them). Leaving the
+    ``async with`` block early cancels whatever is in flight and kills its
+    process trees; no result is reported for those items.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        items: Iterable[BatchItem | str],
+        *,
+        concurrency: int,
+        timeout: float | None,
+        retries: int,
+        backoff: float,
+        fresh_process: bool,
+        on_result: Callable[[BatchResult], object] | None,
+        attempt: Callable[[BatchItem, AgentConfig | Agent], Awaitable[Outcome]]
+        | None = None,
+        setup: Callable[[], AsyncGenerator[None]] | None = None,
+    ) -> None:
+        self._config = config if fresh_process else _fresh_sessions(config)
+        self._items = _items(items)
+        self._concurrency = concurrency
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = backoff
+        self._fresh_process = fresh_process
+        self._on_result = on_result
+        self._attempt = attempt or _local_attempt
+        self._setup = setup
+        self._receive: MemoryObjectReceiveStream[BatchResult] | None = None
+        self._scopes: set[anyio.CancelScope] = set()
+        self._stopping = False
+        self._entered = False
+        #: Items currently running (being attempted or waiting to retry).
+        self.running = 0
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncGenerator[Self]:
+        if self._entered:
+            raise RuntimeError("a BatchRun can be entered only once")
+        self._entered = True
+        send, receive = anyio.create_memory_object_stream[BatchResult]()
+        self._receive = receive
+        body_error: BaseException | None = None
+        async with AsyncExitStack() as stack:
+            if self._setup is not None:
+                await stack.enter_async_context(asynccontextmanager(self._setup)())
+            async with anyio.create_task_group() as tg:
+                with send:  # the workers' clones alone keep the stream open
+                    for _ in range(self._concurrency):
+                        tg.start_soon(self._worker, send.clone())
+                try:
+                    yield self
+                except BaseException as exc:
+                    # Raised below, outside the task group, so the caller gets
+                    # its own exception rather than an ExceptionGroup.
+                    body_error = exc
+                finally:
+                    tg.cancel_scope.cancel()
+                    receive.close()
+        if body_error is not None:
+            raise body_error
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> BatchResult:
+        if self._receive is None:
+            raise RuntimeError(
+                "use the batch as `async with run_batch(...) as results:` and "
+                "iterate inside the block"
+            )
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    def cancel(self) -> None:
+        """Stop launching items and cancel those in flight.
+
+        Their process trees are killed and they are reported with
+        ``cancelled=True`` and ``error_kind="CANCELLED"``; the iterator then
+        ends. Safe to call more than once, from any task of the event loop.
+        """
+        self._stopping = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @property
+    def is_cancelled(self) -> bool:
+        return self._stopping
+
+    # -- workers -------------------------------------------------------------------
+
+    async def _worker(self, send: MemoryObjectSendStream[BatchResult]) -> None:
+        async with send, AsyncExitStack() as stack:
+            agent: Agent | None = None
+            while not self._stopping:
+                item = next(self._items, None)
+                if item is None:
+                    return
+                if agent is None and not self._fresh_process:
+                    # One agent per worker: for ACP, one process of the pool.
+                    agent = await stack.enter_async_context(Agent(self._config))
+                result = await self._run_item(item, agent or self._config)
+                if self._on_result is not None:
+                    returned = self._on_result(result)
+                    if inspect.isawaitable(returned):
+                        await returned
+                await send.send(result)
+
+    async def _run_item(
+        self, item: BatchItem, agent: Agent | AgentConfig
+    ) -> BatchResult:
+        started = time.monotonic()
+        attempts = 0
+        outcome: Outcome | None = None
+        self.running += 1
+        try:
+            with anyio.CancelScope() as scope:
+                self._scopes.add(scope)
+                if self._stopping:
+                    scope.cancel()
+                while True:
+                    attempts += 1
+                    outcome = await self._attempt_once(item, agent)
+                    if outcome.success or not outcome.retryable:
+                        break
+                    if attempts > self._retries:
+                        break
+                    await anyio.sleep(self._delay(attempts))
+        finally:
+            self._scopes.discard(scope)
+            self.running -= 1
+        duration = time.monotonic() - started
+        if scope.cancelled_caught:
+            return BatchResult(
+                id=item.id,
+                success=False,
+                output=outcome.output if outcome is not None else "",
+                error_kind=CANCELLED,
+                error_message="The batch was cancelled while this item ran; "
+                "its processes were stopped. Resume the batch to run it again.",
+                duration_s=duration,
+                attempts=attempts,
+                extra=item.extra,
+                cancelled=True,
+            )
+        assert outcome is not None
+        return BatchResult(
+            id=item.id,
+            success=outcome.success,
+            output=outcome.output,
+            error_kind=outcome.error_kind,
+            error_message=outcome.error_message,
+            exit_code=outcome.exit_code,
+            duration_s=duration,
+            attempts=attempts,
+            usage=outcome.usage,
+            extra=item.extra,
+        )
+
+    async def _attempt_once(
+        self, item: BatchItem, agent: Agent | AgentConfig
+    ) -> Outcome:
+        timeout = math.inf if self._timeout is None else self._timeout
+        with anyio.move_on_after(timeout) as deadline:
+            return await self._attempt(item, agent)
+        assert deadline.cancelled_caught
+        error = BackendTimeout(f"Item {item.id!r}", timeout=timeout)
+        return Outcome(False, "", error.code, str(error), None, True, TokenUsage())
+
+    def _delay(self, attempts: int) -> float:
+        # Exponential backoff with full jitter, so retries of items that failed
+        # together (a rate limit, an overloaded service) spread out.
+        cap = min(_MAX_BACKOFF, self._backoff * 2 ** (attempts - 1))
+        return random.uniform(cap / 2, cap)
+
+
+async def _local_attempt(item: BatchItem, agent: Agent | AgentConfig) -> Outcome:
+    try:
+        if isinstance(agent, Agent):
+            return Outcome.of(await agent.run(item.input))
+        async with Agent(agent) as fresh:
+            return Outcome.of(await fresh.run(item.input))
+    except OmaBridgeError as exc:  # refused at the boundary: nothing was spawned
+        return Outcome.rejected(exc)
+
+
+def run_batch(
+    config: AgentConfig,
+    items: Iterable[BatchItem | str],
+    *,
+    concurrency: int = 4,
+    timeout: float | None = None,
+    retries: int = 0,
+    backoff: float = 1.0,
+    fresh_process: bool = False,
+    on_result: Callable[[BatchResult], object] | None = None,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
+) -> BatchRun:
+    """Run ``config``'s agent once per item, ``concurrency`` at a time.
+
+    Use it as ``async with run_batch(config, items) as results:`` and iterate
+    ``results`` inside the block. Items are taken from ``items`` lazily, so it
+    may be a generator over a large file.
+
+    Args:
+        config: The agent. A process backend starts a fresh process per run; an
+            ACP backend config gets a pool of ``concurrency`` agent processes
+            and a fresh session per item.
+        items: ``BatchItem`` objects, or plain prompts (ids 1, 2, ...).
+        concurrency: Items in flight at once.
+        timeout: Seconds per attempt; then the agent is stopped and the
+            attempt fails with ``BACKEND_TIMEOUT`` (retryable).
+        retries: Further attempts for a failure that can succeed on retry
+            (non-zero exit, crash, protocol break, timeout); never for a
+            terminal error (``InvalidMessageError``,
+            ``UnsupportedContentBlockError``, ``BackendStartError``).
+        backoff: Seconds before the first retry, doubled for each next one
+            (with jitter, at most 60 s).
+        fresh_process: Give every attempt its own agent (for ACP: its own
+            agent process, not only a fresh session).
+        on_result: Called (and awaited, if it returns an awaitable) with each
+            result in the worker's task, before the iterator yields it.
+        executor: ``"local"`` runs the agents here; ``"ray"`` runs each
+            attempt as a Ray task that spawns the agent on the worker running
+            it (needs ``pip install 'oma-bridge[ray]'``); retries, timeouts and
+            cancellation stay here, on the driver.
+        ray_address: The Ray cluster to connect to (default: ``RAY_ADDRESS``,
+            else a local Ray instance that is shut down at the end).
+
+    Returns:
+        A ``BatchRun``: an async context manager and async iterator of
+        ``BatchResult``.
+
+    Raises:
+        ValueError: a bad argument.
+        ImportError: ``executor="ray"`` without Ray installed (the message
+            says what to install).
+
+    Leaving the block (an exception, a cancel scope, ``break``) cancels the
+    items in flight; their process trees are killed before it returns. An
+    exception raised by ``on_result`` or by ``items`` stops the batch and
+    propagates from the block.
+    """
+    if not isinstance(config, AgentConfig):
+        raise TypeError("run_batch needs an AgentConfig")
+    if concurrency < 1:
+        raise ValueError("run_batch concurrency must be at least 1")
+    if retries < 0:
+        raise ValueError("run_batch retries must not be negative")
+    if timeout is not None and timeout <= 0:
+        raise ValueError("run_batch timeout must be positive")
+    if backoff < 0:
+        raise ValueError("run_batch backoff must not be negative")
+    attempt = None
+    setup = None
+    if executor == "ray":
+        from . import _ray
+
+        attempt, setup = _ray.executor(ray_address)
+    elif executor != "local":
+        raise ValueError(
+            f"run_batch executor must be 'local' or 'ray', got {executor!r}"
+        )
+    return BatchRun(
+        config,
+        items,
+        concurrency=concurrency,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        fresh_process=fresh_process or executor == "ray",
+        on_result=on_result,
+        attempt=attempt,
+        setup=setup,
+    )
