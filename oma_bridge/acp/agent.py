@@ -65,7 +65,7 @@ from ..bridge import (
     ToolCallUpdateEvent,
 )
 from . import methods as m
-from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream
+from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream, encode
 from .client import AcpBackendConfig
 from .connection import Connection, RequestError, RequestId, _is_id
 
@@ -137,14 +137,17 @@ async def serve(
     os.set_blocking(0, False)
     os.set_blocking(protocol_out, False)
     try:
-        await serve_streams(
+        await _serve(
             target,
-            FdReceiveStream(0),
-            FdSendStream(protocol_out),
+            NdjsonStream(
+                FdReceiveStream(0),
+                FdSendStream(protocol_out),
+                max_line_bytes=max_line_bytes,
+            ),
+            out_fd=protocol_out,
             permission=permission,
             transcript=transcript,
             debug=debug,
-            max_line_bytes=max_line_bytes,
         )
     finally:
         # Leave the descriptors as we found them (a terminal shares its mode).
@@ -169,10 +172,28 @@ async def serve_streams(
     Returns when ``receive`` ends; see ``serve`` for the arguments. The
     streams are not closed.
     """
+    await _serve(
+        target,
+        NdjsonStream(receive, send, max_line_bytes=max_line_bytes),
+        out_fd=None,
+        permission=permission,
+        transcript=transcript,
+        debug=debug,
+    )
+
+
+async def _serve(
+    target: ServeTarget,
+    frames: NdjsonStream,
+    *,
+    out_fd: int | None,
+    permission: ServePermission,
+    transcript: str | os.PathLike[str] | None,
+    debug: bool,
+) -> None:
     server = _Server(target, permission=permission)
     log = _Transcript.open(transcript) if transcript is not None else None
-    frames = NdjsonStream(receive, send, max_line_bytes=max_line_bytes)
-    wire = _Wire(frames, log, on_eof=server.cancel_all)
+    wire = _Wire(frames, log, on_eof=server.cancel_all, out_fd=out_fd)
     conn = server.conn = Connection(
         wire, handler=server, reply_to_bad_frames=True, debug=debug
     )
@@ -241,8 +262,10 @@ class _Wire:
         frames: NdjsonStream,
         transcript: _Transcript | None,
         on_eof: Callable[[], None],
+        out_fd: int | None = None,
     ) -> None:
         self._frames = frames
+        self._out_fd = out_fd
         self._transcript = transcript
         self._on_eof = on_eof
         self._unanswered: set[RequestId] = set()
@@ -270,14 +293,40 @@ class _Wire:
         return message
 
     async def send(self, message: Mapping[str, object]) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._frames.send(message)
+        if self._out_fd is None:
+            with anyio.CancelScope(shield=True):
+                await self._frames.send(message)
+        else:
+            await self._write(encode(message))
         if self._transcript is not None:
             self._transcript.write("out", dict(message))  # type: ignore[arg-type]
         if "method" not in message:
             self._unanswered.discard(message.get("id"))
             if self._answered is not None and not self._unanswered:
                 self._answered.set()
+
+    async def _write(self, data: bytes) -> None:
+        """Write a frame to ``out_fd``; most go out at once, with no checkpoint.
+
+        Only a frame the pipe cannot take at once pays for a cancel scope.
+        """
+        assert self._out_fd is not None
+        sent = self._write_some(data)
+        if sent < len(data):
+            # A torn frame would break every session: the rest must follow.
+            with anyio.CancelScope(shield=True):
+                while sent < len(data):
+                    await anyio.wait_writable(self._out_fd)
+                    sent += self._write_some(data[sent:])
+
+    def _write_some(self, data: bytes) -> int:
+        assert self._out_fd is not None
+        try:
+            return os.write(self._out_fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
 
     async def _finish_requests(self) -> None:
         self._on_eof()
@@ -297,7 +346,7 @@ class _Session:
     def __init__(self, session_id: str, agent: Agent) -> None:
         self.id = session_id
         self.agent = agent
-        self.lock = anyio.Lock()
+        self.lock = anyio.Lock(fast_acquire=True)
         #: Frames up to this one were read before the last session/cancel:
         #: prompts among them are cancelled, even those not started yet.
         self.cancelled_upto = 0
