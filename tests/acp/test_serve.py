@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 
 import pytest
 
 from .serve_support import (
     SCRIPTED,
+    SERVE,
     acp,
     appears,
     check_frames,
@@ -254,3 +256,50 @@ def test_schema_helpers_are_real() -> None:
         from .serve_support import check
 
         check(schema.PromptResponse, {"stopReason": "end_turn", "extra": 1})
+
+
+async def test_sigterm_stops_every_agent_and_exits_cleanly(tmp_path) -> None:
+    pidfile = tmp_path / "pids"
+
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        turn = asyncio.ensure_future(prompt(conn, sid, f"tree:{pidfile}"))
+        await appears(pidfile)
+        process.terminate()
+        code = await process.wait()
+        turn.cancel()
+        return code, await gone(pids(pidfile))
+
+    (code, dead), _ = await drive(scenario, "--process", SCRIPTED)
+    assert (code, dead) == (0, True)
+
+
+def test_help_names_every_option() -> None:
+    done = subprocess.run(
+        [*SERVE, "--help"], capture_output=True, text=True, check=True, timeout=60
+    )
+    for option in (
+        "--process",
+        "--acp",
+        "--agent",
+        "--system-prompt",
+        "--transcript",
+        "--log-file",
+        "--verbose",
+        "--approve-all",
+        "agent_servers",
+    ):
+        assert option in done.stdout, option
+
+
+def test_bad_arguments_exit_2_before_serving() -> None:
+    done = subprocess.run(
+        [*SERVE, "--process", "cat", "--fs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""  # stdout belongs to the protocol
+    assert "--fs applies to ACP agents only" in done.stderr
