@@ -32,7 +32,7 @@ exit status:
 # Each command is a module cli/_<name>.py with add_parser(subparsers), which
 # registers its options and sets ``handler`` (a function of the parsed args
 # returning the exit status). Modules import the library only where they need it.
-_COMMANDS = ("run", "serve")
+_COMMANDS = ("run", "batch", "serve")
 
 
 def _build_parser() -> argparse.ArgumentParser:

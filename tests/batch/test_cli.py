@@ -1,0 +1,308 @@
+"""`oma-bridge batch`, driven as a user would: a real CLI process on real peers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LEDGER_PEER = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'ledger.py'}"
+WAIT = 30  # bound on every wait for the CLI; generous, never asserted
+
+
+def cli(
+    *args: str, ledger: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "batch", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        cwd=ROOT,
+        env={**os.environ, "LEDGER": str(ledger)},
+    )
+
+
+def start_cli(*args: str, ledger: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "batch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "LEDGER": str(ledger)},
+    )
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def ledger_lines(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+def wait_until(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_plain_text_lines_become_items_with_line_numbers(tmp_path: Path) -> None:
+    ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
+    source = tmp_path / "in.txt"
+    source.write_text("a\n\nb\nc\n")
+    done = cli(str(source), "--process", LEDGER_PEER, "-o", str(out), ledger=ledger)
+    assert done.returncode == 0, done.stderr
+    got = {r["id"]: r["output"] for r in records(out)}
+    assert got == {1: "done: a", 3: "done: b", 4: "done: c"}
+    assert "3 succeeded" in done.stderr and str(out) in done.stderr
+
+
+def test_jsonl_extra_fields_are_carried_and_stdin_works(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    lines = [
+        {"id": "x", "prompt": "x", "topic": "cats"},
+        {"id": 7, "prompt": "seven", "meta": {"k": [1, 2]}},
+    ]
+    done = cli(
+        "-",
+        "--process",
+        LEDGER_PEER,
+        ledger=ledger,
+        stdin="".join(json.dumps(line) + "\n" for line in lines),
+    )
+    assert done.returncode == 0, done.stderr
+    got = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert got["x"]["topic"] == "cats" and got["x"]["output"] == "done: x"
+    assert got[7]["meta"] == {"k": [1, 2]}
+
+
+def test_invalid_lines_are_reported_with_line_numbers_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"id": 1, "prompt": "a"}\n'
+        '{"id": 1, "prompt": "again"}\n'
+        "{not json\n"
+        '{"id": 4}\n'
+        '{"id": 5, "prompt": "e", "output": "reserved"}\n'
+        '{"id": 6, "prompt": "f"}\n'
+    )
+    done = cli(str(source), "--process", LEDGER_PEER, "-o", str(out), ledger=ledger)
+    assert done.returncode == 2
+    for number in (2, 3, 4, 5):
+        assert f"line {number}:" in done.stderr
+    assert "duplicate id 1 (first on line 1)" in done.stderr
+    assert ledger_lines(ledger) == [] and not out.exists()
+
+    skipped = cli(
+        str(source),
+        "--process",
+        LEDGER_PEER,
+        "-o",
+        str(out),
+        "--skip-invalid",
+        ledger=ledger,
+    )
+    assert skipped.returncode == 1  # skipping is not success
+    assert skipped.stderr.count("skipped: line") == 4
+    assert sorted(r["id"] for r in records(out)) == [1, 6]
+
+
+def test_retries_are_counted_and_never_repeat_terminal_errors(tmp_path: Path) -> None:
+    ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
+    marker = tmp_path / "flaky-marker"
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        json.dumps({"id": "flaky", "prompt": f"flaky flaky:{marker}"})
+        + "\n"
+        + json.dumps({"id": "broken", "prompt": "broken exit:3"})
+        + "\n"
+        + json.dumps(
+            {"id": "structured", "messages": [{"role": "user", "content": []}]}
+        )
+        + "\n"
+        + json.dumps({"id": "blocks", "prompt": [{"type": "text", "text": "hi"}]})
+        + "\n"
+    )
+    args = ("--retries", "2", "--backoff", "0", "-o", str(out))
+    done = cli(str(source), "--process", LEDGER_PEER, *args, ledger=ledger)
+    assert done.returncode == 1
+    got = {r["id"]: r for r in records(out)}
+    assert (got["flaky"]["success"], got["flaky"]["attempts"]) == (True, 2)
+    assert got["broken"]["error_kind"] == "BACKEND_EXIT"
+    assert (got["broken"]["attempts"], got["broken"]["exit_code"]) == (3, 3)
+    for name in ("structured", "blocks"):
+        assert got[name]["error_kind"] == "INVALID_MESSAGE"
+        assert got[name]["attempts"] == 1
+    # Nothing was spawned for the structured items.
+    assert Counter(line.split()[0] for line in ledger_lines(ledger)) == {
+        "flaky": 2,
+        "broken": 3,
+    }
+    assert "INVALID_MESSAGE 2" in done.stderr and "BACKEND_EXIT 1" in done.stderr
+
+
+def test_a_missing_command_is_not_retried(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    done = cli(
+        str(source),
+        "--process",
+        str(tmp_path / "no-such-agent"),
+        "--retries",
+        "3",
+        "-o",
+        str(out),
+        ledger=tmp_path / "ledger",
+    )
+    assert done.returncode == 1
+    for record in records(out):
+        assert (record["error_kind"], record["attempts"]) == ("BACKEND_START", 1)
+
+
+def test_per_item_timeout_stops_the_item_and_is_retried(tmp_path: Path) -> None:
+    ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
+    source = tmp_path / "in.txt"
+    source.write_text("slow hang\nquick\n")
+    args = ("--timeout", "0.5", "--retries", "1", "--backoff", "0", "-o", str(out))
+    done = cli(str(source), "--process", LEDGER_PEER, *args, ledger=ledger)
+    assert done.returncode == 1
+    got = {r["id"]: r for r in records(out)}
+    assert got[1]["error_kind"] == "BACKEND_TIMEOUT"
+    assert got[1]["attempts"] == 2
+    assert got[2]["success"] is True
+
+
+def test_results_are_the_same_under_concurrency_1_and_8(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text(
+        "".join(
+            f"item{i} exit:{i % 3}\n" if i % 4 == 0 else f"item{i}\n" for i in range(24)
+        )
+    )
+    contents = []
+    for concurrency in ("1", "8"):
+        out = tmp_path / f"out{concurrency}.jsonl"
+        cli(
+            str(source),
+            "--process",
+            LEDGER_PEER,
+            "--concurrency",
+            concurrency,
+            "-o",
+            str(out),
+            ledger=tmp_path / f"ledger{concurrency}",
+        )
+        rows = records(out)
+        for row in rows:
+            del row["duration_s"]
+        contents.append(sorted(rows, key=lambda r: r["id"]))
+    assert len(contents[0]) == 24
+    assert contents[0] == contents[1]
+
+
+def test_resume_after_sigkill_loses_nothing_and_reruns_nothing_recorded(
+    tmp_path: Path,
+) -> None:
+    ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
+    source = tmp_path / "in.txt"
+    total = 40
+    source.write_text("".join(f"item{i} sleep:0.05\n" for i in range(total)))
+    args = (str(source), "--process", LEDGER_PEER, "--concurrency", "4", "-o", str(out))
+    runner = start_cli(*args, ledger=ledger)
+    try:
+        wait_until(
+            lambda: out.exists() and out.read_text().count("\n") >= 8, "8 results"
+        )
+        runner.send_signal(signal.SIGKILL)
+    finally:
+        runner.communicate(timeout=WAIT)
+    # Simulate the worst moment of the kill: half a line written.
+    with out.open("a") as f:
+        f.write('{"id": 999, "succ')
+    first = {r["id"] for r in map(json.loads, out.read_text().splitlines()[:-1])}
+    assert 8 <= len(first) < total
+    # The killed runner's agents were orphaned; let them finish before resuming.
+    wait_until(lambda: len(ledger_lines(ledger)) >= len(first), "orphans")
+    time.sleep(0.3)  # not a timing assertion: lets orphaned peers exit
+
+    done = cli(*args, "--resume", ledger=ledger)
+    assert done.returncode == 0, done.stderr
+    rows = records(out)  # every line parses: the cut line was repaired
+    ids = [r["id"] for r in rows]
+    assert sorted(set(ids)) == list(range(1, total + 1))
+    assert len(ids) == len(set(ids)), "an item was recorded twice"
+    runs = Counter(line.split()[0] for line in ledger_lines(ledger))
+    for item_id in first:
+        assert runs[f"item{item_id - 1}"] == 1, f"item {item_id} ran again"
+    assert f"{len(first)} already done (resumed)" in done.stderr
+
+
+def test_sigint_cancels_running_items_and_leaves_a_valid_file(tmp_path: Path) -> None:
+    ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n" + "".join(f"h{i} hang\n" for i in range(3)) + "z\n")
+    runner = start_cli(
+        str(source),
+        "--process",
+        LEDGER_PEER,
+        "--concurrency",
+        "3",
+        "-o",
+        str(out),
+        ledger=ledger,
+    )
+    try:
+        wait_until(
+            lambda: sum("hang" in line for line in ledger_lines(ledger)) == 3,
+            "three hanging items",
+        )
+        runner.send_signal(signal.SIGINT)
+        _, stderr = runner.communicate(timeout=WAIT)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    assert runner.returncode == 130, stderr
+    rows = records(out)
+    cancelled = sorted(r["id"] for r in rows if r["cancelled"])
+    assert cancelled == [3, 4, 5]
+    assert all(r["error_kind"] == "CANCELLED" for r in rows if r["cancelled"])
+    assert 6 not in {r["id"] for r in rows}  # never launched
+    assert "3 cancelled" in stderr
+    # No child is left: the leak check of conftest (a subreaper) fails otherwise.
+
+
+def test_output_that_holds_results_needs_resume(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": 1}\n')
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    done = cli(
+        str(source), "--process", "cat", "-o", str(out), ledger=tmp_path / "ledger"
+    )
+    assert done.returncode == 2 and "--resume" in done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--resume"])
+def test_resume_needs_an_output_file(tmp_path: Path, flag: str) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    done = cli(str(source), "--process", "cat", flag, ledger=tmp_path / "ledger")
+    assert done.returncode == 2 and "--output" in done.stderr
