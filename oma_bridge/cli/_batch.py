@@ -528,7 +528,9 @@ async def _show_progress(batch: BatchRun, tally: Tally) -> None:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=True) as progress:
+    # Refreshed from this task only: rich's refresh thread would contend for the
+    # GIL with the event loop that spawns the agents.
+    with Progress(*columns, transient=True, auto_refresh=False) as progress:
         task = progress.add_task("batch", total=tally.total, status="")
         while True:
             elapsed = time.monotonic() - tally.started
@@ -537,5 +539,6 @@ async def _show_progress(batch: BatchRun, tally: Tally) -> None:
                 task,
                 completed=tally.done,
                 status=f"{tally.failed} failed, {batch.running} running, {rate:.1f}/s",
+                refresh=True,
             )
             await anyio.sleep(0.2)
