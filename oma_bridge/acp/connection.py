@@ -428,7 +428,8 @@ class Connection:
                         and _is_id(message.get("id"))
                         and isinstance(message.get("method"), str)
                     ):
-                        tg.start_soon(self._answer_cancellable, message)
+                        # A fixed name spares anyio deriving one per request.
+                        tg.start_soon(self._answer_cancellable, message, name="request")
                     else:
                         await self.handle(message)
                         self._wake()
