@@ -579,10 +579,10 @@ def _object(params: JSONValue) -> dict[str, JSONValue]:
 
 
 def _display_name(target: object) -> str | None:
-    if isinstance(target, AgentConfig):
-        return target.name
-    command = getattr(target, "command", None)
-    return os.path.basename(command) if isinstance(command, str) else None
+    """A short name for the editor's menus (a command's name, not its path)."""
+    name = target.name if isinstance(target, AgentConfig) else None
+    name = name or getattr(target, "command", None)
+    return os.path.basename(name) or name if isinstance(name, str) else None
 
 
 def _has_cwd(backend: BackendConfig | AgentBackend) -> bool:
