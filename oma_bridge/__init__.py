@@ -51,7 +51,7 @@ from .bridge import (
     run_agent,
     run_batch,
 )
-from .presets import PRESETS, Preset, preset
+from .presets import Preset, preset
 
 if TYPE_CHECKING:
     from .acp import (
@@ -99,7 +99,6 @@ __all__ = (
     "LLMMessage",
     "MediaSource",
     "OmaBridgeError",
-    "PRESETS",
     "PermissionPolicy",
     "PermissionRequest",
     "PlanEvent",

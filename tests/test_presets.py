@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from oma_bridge import PRESETS, AcpBackendConfig, ProcessBackendConfig, preset
+from oma_bridge import AcpBackendConfig, ProcessBackendConfig, preset
+from oma_bridge.presets import PRESETS
 
 
 def test_every_preset_builds_a_config_of_its_transport() -> None:

@@ -279,7 +279,10 @@ class Terminals:
         limit = self._max_output if limit is None else min(limit, self._max_output)
         env = child_env(overrides)
         try:
-            argv = [resolve_executable(command, env, cwd), *(str(a) for a in args)]
+            argv = [
+                resolve_executable(command, env.get("PATH"), cwd),
+                *(str(a) for a in args),
+            ]
             child = Child(argv, env=env, cwd=cwd, pipe_stdin=False)
         except OmaBridgeError as exc:
             raise RequestError(m.INTERNAL_ERROR, str(exc)) from None

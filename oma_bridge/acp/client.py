@@ -279,7 +279,10 @@ class _AgentProcess:
         config = self.config
         env = child_env(config.env, config.scrub_env)
         self.secrets = secret_values(env)
-        argv = [resolve_executable(config.command, env, self.cwd), *config.args]
+        argv = [
+            resolve_executable(config.command, env.get("PATH"), self.cwd),
+            *config.args,
+        ]
         child = self.child = Child(argv, env=env, cwd=self.cwd, pipe_stdin=True)
         self.side.add(child.stderr, self._drain_stderr)
         if child.pidfd >= 0:

@@ -28,6 +28,7 @@ from ._redact import redact
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
+    from typing import IO
 
 _LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
 
@@ -44,8 +45,21 @@ def child_env(
     return env
 
 
-def resolve_executable(command: str, env: Mapping[str, str], cwd: str | None) -> str:
-    """Find ``command`` the way the child's exec would, before anything is spawned.
+def child_environb(
+    overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
+) -> dict[bytes, bytes]:
+    """``child_env`` as bytes: copying ``os.environb`` decodes nothing, which is
+    most of the per-run cost of building an environment for a batch item."""
+    env = dict(os.environb)
+    for name in scrub:
+        env.pop(os.fsencode(name), None)
+    if overrides:
+        env.update((os.fsencode(k), os.fsencode(v)) for k, v in overrides.items())
+    return env
+
+
+def resolve_executable(command: str, search: str | None, cwd: str | None) -> str:
+    """Find ``command`` on ``search`` (the child's PATH) before anything is spawned.
 
     Raises:
         BackendStartError: it does not exist or is not executable (names the PATH
@@ -66,7 +80,8 @@ def resolve_executable(command: str, env: Mapping[str, str], cwd: str | None) ->
         if not os.access(path, os.X_OK):
             raise BackendStartError(command, reason="the file is not executable")
         return path
-    search = env.get("PATH", os.defpath)
+    if search is None:
+        search = os.defpath
     found = shutil.which(command, path=search)
     if found is None:
         raise BackendStartError(
@@ -111,26 +126,18 @@ class Child:
         self,
         argv: Sequence[str],
         *,
-        env: Mapping[str, str],
+        env: Mapping[str, str] | Mapping[bytes, bytes],
         cwd: str | None,
         pipe_stdin: bool,
     ) -> None:
+        self._popen: subprocess.Popen[bytes] | None = None
         try:
-            self._popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
+            if cwd is None:
+                self._spawn(argv, env, pipe_stdin)
+            else:
+                self._spawn_in(cwd, argv, env, pipe_stdin)
         except OSError as exc:
             raise BackendStartError(argv[0], reason=exc.strerror or str(exc)) from exc
-        self.pid = self._popen.pid
-        self.stdin = self._take(self._popen.stdin)
-        self.stdout = self._take(self._popen.stdout)
-        self.stderr = self._take(self._popen.stderr)
         try:
             self.pidfd = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
@@ -138,12 +145,73 @@ class Child:
         self.returncode: int | None = None
         _LIVE.add(self)
 
+    def _spawn(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | Mapping[bytes, bytes],
+        pipe_stdin: bool,
+    ) -> None:
+        """posix_spawn: about a third of Popen's CPU per start (batch jobs start
+        thousands), and the parent is never forked."""
+        ours: list[int] = []  # the parent's ends, closed again if the spawn fails
+        theirs: list[int] = []
+        actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = []
+        try:
+            for target in (0, 1, 2):
+                if target == 0 and not pipe_stdin:
+                    actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+                    ours.append(-1)
+                    continue
+                read, write = os.pipe2(os.O_CLOEXEC)
+                mine, child = (write, read) if target == 0 else (read, write)
+                ours.append(mine)
+                theirs.append(child)
+                actions.append((os.POSIX_SPAWN_DUP2, child, target))
+            self.pid = os.posix_spawn(
+                argv[0], list(argv), env, file_actions=actions, setsid=True
+            )
+        except BaseException:
+            for fd in ours:
+                self._close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        for fd in ours:
+            if fd >= 0:
+                os.set_blocking(fd, False)
+        self.stdin, self.stdout, self.stderr = ours
+
+    def _spawn_in(
+        self,
+        cwd: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | Mapping[bytes, bytes],
+        pipe_stdin: bool,
+    ) -> None:
+        # posix_spawn cannot change the child's directory; Popen can.
+        popen = self._popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.pid = popen.pid
+        self.stdin, self.stdout, self.stderr = (
+            self._take(popen.stdin),
+            self._take(popen.stdout),
+            self._take(popen.stderr),
+        )
+
     @staticmethod
-    def _take(stream: object) -> int:
+    def _take(stream: IO[bytes] | None) -> int:
         if stream is None:
             return -1
-        fd = os.dup(stream.fileno())  # type: ignore[attr-defined]
-        stream.close()  # type: ignore[attr-defined]
+        fd = os.dup(stream.fileno())
+        stream.close()
         os.set_blocking(fd, False)
         return fd
 
@@ -167,7 +235,10 @@ class Child:
         """
         if self.returncode is None:
             self.killpg(signal.SIGKILL)
-            self.returncode = self._popen.wait()
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+            if self._popen is not None:
+                self._popen.returncode = self.returncode  # it must not reap again
             _LIVE.discard(self)
             self._close(self.pidfd)
             self.pidfd = -1

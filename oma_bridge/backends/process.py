@@ -24,7 +24,7 @@ from ..bridge import (
     OmaBridgeError,
     TextEvent,
 )
-from ._proc import Child, StderrTail, child_env, resolve_executable
+from ._proc import Child, StderrTail, child_environb, resolve_executable
 from ._redact import secret_values
 
 if TYPE_CHECKING:
@@ -106,6 +106,9 @@ class ProcessBackend:
         # Weak: a stream its consumer dropped without aclose() must be collectable,
         # so that the child's finalizer kills and reaps the tree.
         self._runs: weakref.WeakSet[_ProcessRun] = weakref.WeakSet()
+        # The command's path per child PATH: a batch looks it up once, not per
+        # item. A failed lookup is not kept, so a later install is found.
+        self._resolved: dict[bytes | None, str] = {}
 
     @property
     def input_profile(self) -> InputProfile:
@@ -113,6 +116,19 @@ class ProcessBackend:
 
     def stream(self, request: RunRequest) -> _ProcessRun:
         return _ProcessRun(self, request)
+
+    def executable(self, env: Mapping[bytes, bytes]) -> str:
+        """The command's path under the child's ``env`` (BackendStartError if none)."""
+        search = env.get(b"PATH")
+        path = self._resolved.get(search)
+        if path is None:
+            path = resolve_executable(
+                self.config.command,
+                None if search is None else os.fsdecode(search),
+                self.config.cwd,
+            )
+            self._resolved[search] = path
+        return path
 
     def run_blocking(
         self,
@@ -164,7 +180,7 @@ class _ProcessRun:
         self._stdin_data = b""
         self._stdin_sent = 0
         self._tail = StderrTail(self._config.stderr_tail_bytes)
-        self._env: Mapping[str, str] = {}
+        self._env: Mapping[bytes, bytes] = {}
         self._started = 0.0
         self._deadline = float("inf")
         self._exited_at: float | None = None
@@ -247,7 +263,7 @@ class _ProcessRun:
         self._started = time.monotonic()
         if config.timeout is not None:
             self._deadline = self._started + config.timeout
-        env = self._env = child_env(config.env, config.scrub_env)
+        env = self._env = child_environb(config.env, config.scrub_env)
         argv = [config.command, *config.args]
         text = _prompt_text(request)
         if config.input == "argument":
@@ -255,7 +271,7 @@ class _ProcessRun:
         elif config.input == "stdin":
             self._stdin_data = text.encode()
         try:
-            argv[0] = resolve_executable(config.command, env, config.cwd)
+            argv[0] = self._backend.executable(env)
             child = Child(
                 argv, env=env, cwd=config.cwd, pipe_stdin=config.input == "stdin"
             )
@@ -424,7 +440,8 @@ class _ProcessRun:
         return self._terminal(error, exit_code=code)
 
     def _exit_error(self, code: int) -> BackendExitError:
-        tail = self._tail.text(secret_values(self._env))
+        env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
+        tail = self._tail.text(secret_values(env))
         if code < 0:
             try:
                 name = signal.Signals(-code).name
