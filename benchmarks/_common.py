@@ -227,3 +227,17 @@ def _wrapped(text: str) -> None:
             break_on_hyphens=False,
         )
     )
+
+
+def bytecode_env(cache: str) -> dict[str, str] | None:
+    """An environment in which child Pythons keep bytecode, or None if they do.
+
+    With PYTHONDONTWRITEBYTECODE set (as in some dev containers), an editable
+    install recompiles the package at every start; a normal install would not.
+    The returned environment gives children a private cache in ``cache`` instead.
+    """
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = cache
+    return env

@@ -43,6 +43,7 @@ from _common import (
     MeasurementError,
     Row,
     Samples,
+    bytecode_env,
     environment_line,
     load_line,
     measure_pair,
@@ -187,12 +188,8 @@ def cli_row(runs: int, env_as_is: bool) -> Row:
     baseline = [sys.executable, "-c", BASELINE_CODE]
     row = Row("oma-bridge run vs python -c (cold start)", target=TARGET, note=note)
     with tempfile.TemporaryDirectory(prefix="oma-bench-pyc-") as cache:
-        env = None
-        if os.environ.get("PYTHONDONTWRITEBYTECODE") and not env_as_is:
-            env = {
-                k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"
-            }
-            env["PYTHONPYCACHEPREFIX"] = cache
+        env = None if env_as_is else bytecode_env(cache)
+        if env is not None:
             row.note = " ".join(
                 (
                     row.note,

@@ -186,7 +186,7 @@ class _ProcessRun:
         self._exited_at: float | None = None
         self._finished = False
         self._ended = False  # the terminal event was returned
-        self._blocking = False  # driven by run_blocking(): no event loop
+        self._waiting = False  # a task is in _step's wait on the selector
 
     def __aiter__(self) -> Self:
         return self
@@ -221,7 +221,6 @@ class _ProcessRun:
     ) -> AgentRunResult:
         """``__anext__``'s loop without an event loop: it blocks in ``select()``."""
         emit = on_event or (lambda event: None)
-        self._blocking = True
         try:
             failure = self._start()
             if failure is not None:
@@ -303,11 +302,18 @@ class _ProcessRun:
             if wait <= 0:
                 self._give_up_on_pipes()
                 return
-            with anyio.move_on_after(wait):
-                try:
+            self._waiting = True
+            try:
+                # No deadline is the common case: skip the cancel scope then.
+                if wait == float("inf"):
                     await anyio.wait_readable(sel)  # type: ignore[arg-type]
-                except anyio.ClosedResourceError:
-                    pass
+                else:
+                    with anyio.move_on_after(wait):
+                        await anyio.wait_readable(sel)  # type: ignore[arg-type]
+            except anyio.ClosedResourceError:
+                pass
+            finally:
+                self._waiting = False
             if self._sel is not sel:
                 return  # aclose() in another task released the run meanwhile
             ready = sel.select(0)
@@ -505,8 +511,8 @@ class _ProcessRun:
         self._finished = True
         self._backend._runs.discard(self)
         if self._sel is not None:
-            if not self._blocking:
-                # Wake a consumer waiting on it in another task (see _step).
+            if self._waiting:
+                # Wake the consumer waiting on it in another task (see _step).
                 anyio.notify_closing(self._sel)  # type: ignore[arg-type]
             self._sel.close()
             self._sel = None
