@@ -35,7 +35,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias, final
 
 import anyio
@@ -165,6 +165,9 @@ class AcpBackendConfig:
             after the first, on the same agent process, so that no run sees
             another's turns (batch jobs). Cannot be combined with ``session_id``.
         mode: A session mode id to switch to, if the agent offers it.
+        config_options: Session config options to set, ``{config id: value id}``
+            (e.g. ``{"model": "model-2"}``); each is set only when the agent
+            offers that option with that value, and skipped (logged) otherwise.
         timeout: Seconds per run (the turn is then cancelled).
         cancel_grace: Seconds a cancelled turn may take to end before the agent
             is killed.
@@ -191,6 +194,7 @@ class AcpBackendConfig:
     session_id: str | None = None
     session_per_run: bool = False
     mode: str | None = None
+    config_options: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
@@ -234,6 +238,19 @@ class AcpBackendConfig:
 
     def create_backend(self) -> AcpBackend:
         return AcpBackend(self)
+
+
+def _select_values(options: JSONValue) -> list[str]:
+    """The value ids of a select option, flat or grouped (ACP session config)."""
+    values: list[str] = []
+    for entry in options if isinstance(options, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        group = entry.get("options")
+        for choice in group if isinstance(group, list) else [entry]:
+            if isinstance(choice, dict) and isinstance(choice.get("value"), str):
+                values.append(choice["value"])  # type: ignore[arg-type]
+    return values
 
 
 # -- the agent process and its session ------------------------------------------------
@@ -375,6 +392,43 @@ class _AgentProcess:
             self.system_prompt_sent = True
         if config.mode is not None and isinstance(result, dict):
             await self._set_mode(result.get("modes"))
+        if config.config_options and isinstance(result, dict):
+            await self._set_config_options(result.get("configOptions"))
+
+    async def _set_config_options(self, offered: JSONValue) -> None:
+        """Set each wanted option the agent offers, with a value it offers."""
+        options = {
+            option.get("id"): option
+            for option in (offered if isinstance(offered, list) else [])
+            if isinstance(option, dict)
+        }
+        for config_id, value in self.config.config_options.items():
+            option = options.get(config_id)
+            if option is None or option.get("type") != "select":
+                logger.warning(
+                    "config option %r ignored: the agent offers %s",
+                    config_id,
+                    sorted(str(k) for k in options),
+                )
+                continue
+            if value not in _select_values(option.get("options")):
+                logger.warning(
+                    "config option %r=%r ignored: the agent offers %s",
+                    config_id,
+                    value,
+                    _select_values(option.get("options")),
+                )
+                continue
+            if option.get("currentValue") != value:
+                assert self.conn is not None
+                await self.conn.request(
+                    m.SESSION_SET_CONFIG_OPTION,
+                    {
+                        "sessionId": self.session_id,
+                        "configId": config_id,
+                        "value": value,
+                    },
+                )
 
     async def _set_mode(self, modes: JSONValue) -> None:
         if not isinstance(modes, dict):
@@ -905,7 +959,7 @@ class _AcpRun:
         call_id = str(update.get("toolCallId", ""))
         record = self._tools.get(call_id) or ToolCallRecord(id=call_id)
         changes: dict[str, JSONValue] = {}
-        for key, field in (
+        for key, name in (
             ("title", "title"),
             ("kind", "kind"),
             ("status", "status"),
@@ -913,7 +967,7 @@ class _AcpRun:
             ("rawOutput", "raw_output"),
         ):
             if update.get(key) is not None:
-                changes[field] = update[key]
+                changes[name] = update[key]
         record = record._replace(**changes)  # type: ignore[arg-type]
         self._tools[call_id] = record
         self._events.append(

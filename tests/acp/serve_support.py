@@ -207,5 +207,3 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
-
-

@@ -244,6 +244,32 @@ async def test_mode_is_set_only_when_offered(tmp_path) -> None:
     assert "session/set_mode" not in methods(log2)
 
 
+@pytest.mark.parametrize(
+    ("flags", "wanted", "sent"),
+    [
+        (("--config",), {"model": "model-2"}, "model-2"),  # offered: set
+        (("--config",), {"model": "model-1"}, None),  # already current
+        (("--config",), {"model": "model-9"}, None),  # value not offered
+        (("--config",), {"speed": "fast"}, None),  # option not offered
+        ((), {"model": "model-2"}, None),  # agent offers no options
+    ],
+)
+async def test_config_options_are_set_only_when_offered(
+    tmp_path, flags, wanted, sent
+) -> None:
+    log = tmp_path / "log"
+    async with agent_for(fake_agent(log, *flags, config_options=wanted)) as agent:
+        with anyio.fail_after(WAIT):
+            result = await agent.run("say:x")
+    assert result.success
+    calls = [f for f in frames(log) if f.get("method") == "session/set_config_option"]
+    if sent is None:
+        assert calls == []
+    else:
+        assert [c["params"]["value"] for c in calls] == [sent]
+        assert calls[0]["params"]["configId"] == "model"
+
+
 async def test_structured_input_is_rejected_before_spawning(tmp_path) -> None:
     log = tmp_path / "log"
     agent = agent_for(fake_agent(log))

@@ -23,6 +23,7 @@ REQUESTS = {
     "session/load": schema.LoadSessionRequest,
     "session/resume": schema.ResumeSessionRequest,
     "session/set_mode": schema.SetSessionModeRequest,
+    "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
     "session/prompt": schema.PromptRequest,
 }
 NOTIFICATIONS = {
@@ -77,8 +78,12 @@ async def test_every_client_frame_matches_the_official_schema(tmp_path) -> None:
     prog = "import sys\\nprint('out')\\nsys.exit(2)"
     scenarios = [
         (
-            ("--auth", "--modes"),
-            {"auth_method": "api-key", "mode": "code"},
+            ("--auth", "--modes", "--config"),
+            {
+                "auth_method": "api-key",
+                "mode": "code",
+                "config_options": {"model": "model-2"},
+            },
             [
                 f"perm:read;perm:edit;read:{tmp_path}/a.txt:1:1;write:{tmp_path}/b.txt:z",
                 f"term:{prog};termkill:import time\\ntime.sleep(60)",

@@ -3,7 +3,8 @@
 Flags (argv): --version N (answer initialize with N), --no-init (never answer
 initialize), --auth (session/new answers -32000 until authenticate), --load
 (advertise loadSession; session/load replays one exchange), --resume (advertise
-session resume), --modes (session/new returns modes), --stderr-noise N (write
+session resume), --modes (session/new returns modes), --config (session/new
+returns config options: model model-1|model-2, grouped), --stderr-noise N (write
 N KiB to stderr at start).
 Env: ACP_LOG=path appends every received frame as one JSON line.
 
@@ -33,6 +34,20 @@ def log(msg: dict) -> None:
     if LOG:
         with open(LOG, "a") as f:
             f.write(json.dumps(msg) + "\n")
+
+
+def config_options(model: str) -> list[dict]:
+    """One select option whose values come in a group, as ACP allows."""
+    values = [{"value": v, "name": v.title()} for v in ("model-1", "model-2")]
+    return [
+        {
+            "id": "model",
+            "name": "Model",
+            "type": "select",
+            "currentValue": model,
+            "options": [{"group": "all", "name": "All", "options": values}],
+        }
+    ]
 
 
 def send(msg: dict) -> None:
@@ -310,6 +325,8 @@ def main() -> None:
                     )
                     chunk(sid, "old answer")
                 result = {} if method != "session/new" else {"sessionId": sid}
+                if "--config" in ARGS:
+                    result["configOptions"] = config_options("model-1")
                 if "--modes" in ARGS:
                     result["modes"] = {
                         "currentModeId": "ask",
@@ -320,6 +337,8 @@ def main() -> None:
                     }
         elif method == "session/set_mode":
             result = {}
+        elif method == "session/set_config_option":
+            result = {"configOptions": config_options(params["value"])}
         elif method == "session/prompt":
             text = "".join(
                 b.get("text", "") for b in params["prompt"] if b.get("type") == "text"
