@@ -15,9 +15,6 @@ from .bridge import (
     BackendExitError,
     BackendStartError,
     BackendTimeout,
-    BatchItem,
-    BatchResult,
-    BatchRun,
     BeforeRunContext,
     BeforeRunHook,
     BlockingBackend,
@@ -49,7 +46,6 @@ from .bridge import (
     UsageEvent,
     VideoBlock,
     run_agent,
-    run_batch,
 )
 from .presets import Preset, preset
 
@@ -65,6 +61,7 @@ if TYPE_CHECKING:
         serve,
         serve_streams,
     )
+    from .bridge import BatchItem, BatchResult, BatchRun, run_batch
 
 __version__ = "0.1.0"
 
@@ -131,28 +128,33 @@ __all__ = (
     "serve_streams",
 )
 
-# The ACP client is imported on first use: it is not on the path of a process
-# run, and the CLI imports this package at every start.
-_LAZY = frozenset(
-    {
-        "AcpBackend",
-        "AcpBackendConfig",
-        "ClientDelegate",
-        "PermissionPolicy",
-        "PermissionRequest",
-        "ServePermission",
-        "ServeTarget",
-        "serve",
-        "serve_streams",
-    }
-)
+# Imported on first use, from the module named: neither the ACP client nor the
+# batch runner is on the path of a process run, and the CLI imports this package
+# at every start.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "AcpBackend",
+            "AcpBackendConfig",
+            "ClientDelegate",
+            "PermissionPolicy",
+            "PermissionRequest",
+            "ServePermission",
+            "ServeTarget",
+            "serve",
+            "serve_streams",
+        ),
+        "acp",
+    ),
+    **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "bridge"),
+}
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        from . import acp
+        import importlib
 
-        value = getattr(acp, name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """The Agent facade and the contracts every backend implements."""
 
+from typing import TYPE_CHECKING
+
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
-from ._batch import BatchItem, BatchResult, BatchRun, run_batch
 from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
 from ._results import AgentRunResult, TokenUsage, ToolCallRecord
 from .backend import (
@@ -44,6 +45,9 @@ from .messages import (
     ToolUseBlock,
     VideoBlock,
 )
+
+if TYPE_CHECKING:
+    from ._batch import BatchItem, BatchResult, BatchRun, run_batch
 
 __all__ = (
     "AfterRunHook",
@@ -93,3 +97,17 @@ __all__ = (
     "run_agent",
     "run_batch",
 )
+
+
+# The batch runner is imported on first use: a single run (the CLI's) never needs it.
+_BATCH = frozenset({"BatchItem", "BatchResult", "BatchRun", "run_batch"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _BATCH:
+        from . import _batch
+
+        value = getattr(_batch, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,7 +35,12 @@ exit status:
 _COMMANDS = ("run", "batch", "serve")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser; with a known command first, only that command's module loads.
+
+    Each start pays for the imports of the commands it registers, and a fresh
+    per-run job or an editor launch runs exactly one command.
+    """
     import importlib
 
     from .. import __version__
@@ -49,14 +54,16 @@ def _build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {__version__}"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMANDS:
+    wanted = argv[0] if argv and argv[0] in _COMMANDS else None
+    for name in (wanted,) if wanted else _COMMANDS:
         importlib.import_module(f"._{name}", __package__).add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oma-bridge`` (or ``python -m oma_bridge``); return the exit status."""
-    args = _build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _build_parser(argv).parse_args(argv)
     status: int = args.handler(args)
     return status
 
