@@ -36,8 +36,9 @@ if TYPE_CHECKING:
         LLMMessage,
     )
 
-#: How often the progress line is logged when stderr is not a terminal.
-LOG_EVERY = float(os.environ.get("OMA_BRIDGE_PROGRESS_EVERY", "10"))
+#: How often (seconds) the progress line is logged when stderr is not a terminal;
+#: OMA_BRIDGE_PROGRESS_EVERY overrides it (read when a batch starts).
+LOG_EVERY = 10.0
 _MAX_REPORTED = 20
 
 EXIT_STATUS = f"""\
@@ -501,12 +502,22 @@ async def _on_signals(batch: BatchRun) -> None:
             batch.cancel()
 
 
+def _log_every() -> float:
+    """LOG_EVERY, or a valid positive OMA_BRIDGE_PROGRESS_EVERY (else ignored)."""
+    try:
+        every = float(os.environ.get("OMA_BRIDGE_PROGRESS_EVERY", LOG_EVERY))
+    except ValueError:
+        return LOG_EVERY
+    return every if every > 0 else LOG_EVERY
+
+
 async def _show_progress(batch: BatchRun, tally: Tally) -> None:
     import anyio
 
     if not sys.stderr.isatty():
+        every = _log_every()
         while True:
-            await anyio.sleep(LOG_EVERY)
+            await anyio.sleep(every)
             sys.stderr.write(tally.line(batch.running) + "\n")
             sys.stderr.flush()
     # rich is imported only here, on the path that draws.
