@@ -41,7 +41,13 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias, final
 import anyio
 
 from ..backends._fdstream import FdReceiveStream, FdSendStream, SideChannels
-from ..backends._proc import Child, StderrTail, child_env, resolve_executable
+from ..backends._proc import (
+    Child,
+    StderrTail,
+    child_env,
+    exit_signal,
+    resolve_executable,
+)
 from ..backends._redact import secret_values
 from ..bridge import (
     AgentRefusal,
@@ -696,11 +702,7 @@ class _AgentProcess:
         if child.has_exited():
             code = child.reap()
             tail = self.stderr_text()
-            if code < 0:
-                try:
-                    name = signal.Signals(-code).name
-                except ValueError:
-                    name = f"signal {-code}"
+            if (name := exit_signal(code)) is not None:
                 return BackendExitError(
                     self.config.command, signal=name, stderr_tail=tail
                 )

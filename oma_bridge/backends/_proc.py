@@ -90,11 +90,36 @@ def resolve_executable(command: str, search: str | None, cwd: str | None) -> str
     return found
 
 
-class StderrTail:
-    """The last ``limit`` bytes a child wrote to stderr."""
+def exit_signal(code: int) -> str | None:
+    """The name of the signal that ended a child, from its exit code.
 
-    def __init__(self, limit: int) -> None:
+    Args:
+        code: As ``os.waitstatus_to_exitcode`` gives it: negative for a signal.
+
+    Returns:
+        ``"SIGKILL"`` and the like (``"signal 42"`` for a number Python has no
+        name for), or None when the child exited normally.
+    """
+    if code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class StderrTail:
+    """The last ``limit`` bytes a child wrote (stderr, or a terminal's output).
+
+    Args:
+        limit: Bytes kept; older ones are dropped and ``dropped`` is set.
+        utf8_start: Also drop the continuation bytes of a UTF-8 sequence cut
+            at the start, so the kept bytes decode without a stray U+FFFD.
+    """
+
+    def __init__(self, limit: int, *, utf8_start: bool = False) -> None:
         self.limit = limit
+        self.utf8_start = utf8_start
         self._buf = bytearray()
         self.dropped = False
 
@@ -102,8 +127,16 @@ class StderrTail:
         self._buf += data
         excess = len(self._buf) - self.limit
         if excess > 0:
+            if self.utf8_start:
+                # 0b10xxxxxx is a continuation byte: never start on one.
+                while excess < len(self._buf) and self._buf[excess] & 0xC0 == 0x80:
+                    excess += 1
             del self._buf[:excess]
             self.dropped = True
+
+    def data(self) -> bytes:
+        """The kept bytes, unredacted."""
+        return bytes(self._buf)
 
     def text(self, secrets: Iterable[str] = ()) -> str:
         """The tail as text with secrets redacted; a cut first line is dropped."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import os
 import selectors
-import signal
 import time
 import weakref
 from collections import deque
@@ -24,7 +23,13 @@ from ..bridge import (
     OmaBridgeError,
     TextEvent,
 )
-from ._proc import Child, StderrTail, child_environb, resolve_executable
+from ._proc import (
+    Child,
+    StderrTail,
+    child_environb,
+    exit_signal,
+    resolve_executable,
+)
 from ._redact import secret_values
 
 if TYPE_CHECKING:
@@ -448,11 +453,8 @@ class _ProcessRun:
     def _exit_error(self, code: int) -> BackendExitError:
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         tail = self._tail.text(secret_values(env))
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
+        name = exit_signal(code)
+        if name is not None:
             return BackendExitError(self._config.command, signal=name, stderr_tail=tail)
         return BackendExitError(self._config.command, exit_code=code, stderr_tail=tail)
 

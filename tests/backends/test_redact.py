@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oma_bridge.backends._proc import StderrTail
+from oma_bridge.backends._proc import StderrTail, exit_signal
 from oma_bridge.backends._redact import REDACTED, redact, secret_values
 
 PEM_BODY = [
@@ -190,3 +190,20 @@ def test_stderr_tail_redacts_and_tolerates_bad_utf8() -> None:
     text = tail.text(["hunter2xyz"])
     assert "hunter2xyz" not in text
     assert "oops" in text
+
+
+def test_stderr_tail_can_start_on_a_utf8_boundary() -> None:
+    tail = StderrTail(4, utf8_start=True)
+    tail.feed("aé€".encode())  # 1 + 2 + 3 bytes: keeping 4 would cut "é"
+    assert tail.data() == "€".encode()
+    assert tail.dropped
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [(0, None), (3, None), (-9, "SIGKILL"), (-15, "SIGTERM"), (-200, "signal 200")],
+)
+def test_exit_signal_names_the_signal_of_a_negative_exit_code(
+    code: int, name: str | None
+) -> None:
+    assert exit_signal(code) == name
