@@ -2,25 +2,49 @@
 
 Files: paths must resolve (symlinks followed) inside one of the roots (the
 session's ``cwd`` and any extra roots); a ``..`` component is refused before
-anything is resolved. Writes go to a temporary file in the same directory and
-are renamed over the target, so a reader never sees half a file.
+anything is resolved. That check is only advice until the file is opened, since
+another process may swap a checked directory for a symlink in between. So the
+resolved path is then opened again from a descriptor of its root, one component
+at a time (``openat``) with ``O_NOFOLLOW``: a symlink that appeared after the
+check fails the walk instead of leading out of the root. This is plain POSIX
+(no ``/proc``), and the descriptor read or renamed into is the one checked.
+
+Reads open the file non-blocking (a FIFO cannot hang the event loop), accept
+only a regular file within the size cap, and read at most cap + 1 bytes, so a
+file growing meanwhile is refused rather than read whole. Writes go to a
+temporary file in the same, already opened directory and are renamed over the
+target within it, so a reader never sees half a file. A new file gets the mode
+``open()`` would give it; an existing one keeps its mode (and owner, where
+allowed), and one this process may not write is refused, not replaced.
 
 Terminals: each is a ``Child`` in its own process group, with stdout and stderr
 merged into one bounded buffer (the oldest bytes are dropped and ``truncated``
 is set). Their pipes and pidfd are serviced through ``SideChannels`` whenever
-the client waits, so a chatty command never blocks on a full pipe. Kill and
-release stop the whole group and reap it.
+the client waits, so a chatty command never blocks on a full pipe; without a
+pidfd (macOS, or ``pidfd_open`` refused) exit is polled in short steps. Kill
+and release stop the whole group and reap it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import os
+import secrets
 import signal
-import tempfile
+import stat
 from typing import TYPE_CHECKING, final
 
-from ..backends._proc import Child, child_env, resolve_executable
+import anyio
+
+from ..backends._proc import (
+    Child,
+    StderrTail,
+    child_env,
+    exit_signal,
+    resolve_executable,
+)
 from ..bridge.errors import OmaBridgeError
 from . import methods as m
 from .connection import RequestError
@@ -34,6 +58,13 @@ if TYPE_CHECKING:
 __all__ = ("FileSandbox", "Terminals")
 
 _READ_CHUNK = 64 * 1024
+# O_PATH (Linux) walks directories this process may search but not list.
+_DIR_FLAGS = (
+    getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_EXIT_POLL_MAX = 0.05  # seconds between exit checks of a terminal without a pidfd
 
 
 def _invalid(message: str) -> RequestError:
@@ -54,6 +85,25 @@ def _int_param(params: JSONValue, name: str) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise _invalid(f"'{name}' must be a non-negative integer")
     return value
+
+
+def _check_regular(st: os.stat_result, path: str) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise _invalid(f"{path} is a directory")
+    if stat.S_ISLNK(st.st_mode):
+        raise _invalid(f"{path} became a symbolic link after it was checked; refused")
+    if not stat.S_ISREG(st.st_mode):
+        raise _invalid(f"{path} is not a regular file")
+
+
+def _swapped(exc: OSError, path: str) -> RequestError | None:
+    """The error for a walk stopped by a non-directory or a new symlink."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return _invalid(
+            f"{path}: a component of the path is not a directory, or was replaced "
+            "by a symbolic link after it was checked; refused"
+        )
+    return None
 
 
 @final
@@ -85,10 +135,44 @@ class FileSandbox:
         # realpath follows every symlink, also in the parent of a file that
         # does not exist yet, so a link pointing out of the root is caught.
         real = os.path.realpath(full)
+        if self._root_of(real) is None:
+            raise _invalid(
+                f"path {path!r} is outside the directories this session may use"
+            )
+        return real
+
+    def _root_of(self, real: str) -> str | None:
         for root in self.roots:
             if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
-                return real
-        raise _invalid(f"path {path!r} is outside the directories this session may use")
+                return root
+        return None
+
+    def _open_parent(self, real: str) -> tuple[int, str]:
+        """A descriptor of the directory holding ``real``, and the last name.
+
+        The directory is reached from the root by ``openat`` with ``O_NOFOLLOW``
+        on each component, so a symlink swapped in after ``resolve`` fails here.
+        The roots themselves are trusted (the client chose them).
+
+        Raises:
+            RequestError: ``real`` is a root itself (a directory).
+            OSError: a component is missing, or not a directory (``ENOTDIR``,
+                ``ELOOP``).
+        """
+        root = self._root_of(real)
+        if root is None or real == root:
+            raise _invalid(f"{real} is a directory")
+        *dirs, name = os.path.relpath(real, root).split(os.sep)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in dirs:
+                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = next_fd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, name
 
     def read(self, params: JSONValue) -> dict[str, JSONValue]:
         """``fs/read_text_file``: the file, or ``limit`` lines from ``line``.
@@ -99,18 +183,14 @@ class FileSandbox:
         path = self.resolve(_str_param(params, "path"))
         line, limit = _int_param(params, "line"), _int_param(params, "limit")
         try:
-            if os.path.getsize(path) > self.max_bytes:
-                raise _invalid(f"file is larger than {self.max_bytes} bytes")
-            with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                text = f.read()
+            data = self._read_bytes(path)
         except FileNotFoundError:
             raise RequestError(m.RESOURCE_NOT_FOUND, f"no such file: {path}") from None
-        except IsADirectoryError:
-            raise _invalid(f"{path} is a directory") from None
         except OSError as exc:
-            raise RequestError(
+            raise _swapped(exc, path) or RequestError(
                 m.INTERNAL_ERROR, f"cannot read {path}: {exc.strerror}"
             ) from None
+        text = data.decode("utf-8", "replace")
         if line is not None or limit is not None:
             lines = text.splitlines(keepends=True)
             start = max((line or 1) - 1, 0)
@@ -118,34 +198,109 @@ class FileSandbox:
             text = "".join(lines[start:end])
         return {"content": text}
 
+    def _read_bytes(self, path: str) -> bytes:
+        too_large = _invalid(f"file is larger than {self.max_bytes} bytes")
+        dir_fd, name = self._open_parent(path)
+        try:
+            # Refuse special files before opening them (opening a device can
+            # have effects); the fstat below catches a swap in between.
+            _check_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), path)
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        try:
+            st = os.fstat(fd)
+            _check_regular(st, path)
+            if st.st_size > self.max_bytes:
+                raise too_large
+            chunks: list[bytes] = []
+            size = 0
+            # One byte past the cap tells a file that grew since fstat.
+            while size <= self.max_bytes:
+                chunk = os.read(fd, min(_READ_CHUNK, self.max_bytes + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > self.max_bytes:
+                raise too_large
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
     def write(self, params: JSONValue) -> dict[str, JSONValue]:
         """``fs/write_text_file``: replace the file atomically (created if missing)."""
         path = self.resolve(_str_param(params, "path"))
-        content = _str_param(params, "content")
+        try:
+            data = _str_param(params, "content").encode("utf-8")
+        except UnicodeEncodeError:
+            raise _invalid("'content' is not valid Unicode text") from None
         directory = os.path.dirname(path)
         try:
-            mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
-            fd, tmp = tempfile.mkstemp(
-                dir=directory, prefix=".oma-bridge-", suffix=".tmp"
-            )
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                    f.write(content)
-                if mode is not None:
-                    os.chmod(tmp, mode)
-                os.replace(tmp, path)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            dir_fd, name = self._open_parent(path)
         except FileNotFoundError:
             raise RequestError(
                 m.RESOURCE_NOT_FOUND, f"no such directory: {directory}"
             ) from None
         except OSError as exc:
-            raise RequestError(
+            raise _swapped(exc, path) or RequestError(
                 m.INTERNAL_ERROR, f"cannot write {path}: {exc.strerror}"
             ) from None
+        try:
+            self._replace(dir_fd, name, data, path)
+        except OSError as exc:
+            raise _swapped(exc, path) or RequestError(
+                m.INTERNAL_ERROR, f"cannot write {path}: {exc.strerror}"
+            ) from None
+        finally:
+            os.close(dir_fd)
         return {}
+
+    @staticmethod
+    def _replace(dir_fd: int, name: str, data: bytes, path: str) -> None:
+        try:
+            old: os.stat_result | None = os.stat(
+                name, dir_fd=dir_fd, follow_symlinks=False
+            )
+        except FileNotFoundError:
+            old = None
+        if old is not None:
+            _check_regular(old, path)
+            # access() passes every file for root, so a file without any write
+            # bit counts as read-only for everyone: the owner marked it so.
+            if not old.st_mode & 0o222 or not os.access(name, os.W_OK, dir_fd=dir_fd):
+                raise _invalid(
+                    f"{path} is read-only (this process may not write it); "
+                    "it was left unchanged"
+                )
+        # Created with 0o666 the kernel applies the umask (and a default ACL),
+        # as open() would, without reading the process-wide umask (reading it
+        # means setting it, which races with other threads). An existing
+        # file's mode is never widened: masked at creation, restored by fchmod.
+        create_mode = 0o666 if old is None else stat.S_IMODE(old.st_mode) & 0o777
+        for _ in range(100):
+            tmp = f".oma-bridge-{secrets.token_hex(8)}.tmp"
+            try:
+                fd = os.open(tmp, _TEMP_FLAGS, create_mode, dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary file name")
+        try:
+            with open(fd, "wb") as f:
+                if old is not None:
+                    # Only root may give a file away; chown first, as it
+                    # clears setuid bits that fchmod then restores.
+                    with contextlib.suppress(OSError):
+                        os.fchown(fd, old.st_uid, old.st_gid)
+                    os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                f.write(data)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
 
 
 @final
@@ -153,9 +308,7 @@ class _Terminal:
     def __init__(self, child: Child, side: SideChannels, limit: int) -> None:
         self.child = child
         self.side = side
-        self.limit = limit
-        self.output = bytearray()
-        self.truncated = False
+        self.output = StderrTail(limit, utf8_start=True)
         self.exit_status: dict[str, JSONValue] | None = None
         for fd in (child.stdout, child.stderr):
             side.add(fd, lambda fd=fd: self._on_output(fd))  # type: ignore[misc]
@@ -175,26 +328,19 @@ class _Terminal:
             else:
                 self.child.stderr = -1
             return
-        self.output += data
-        excess = len(self.output) - self.limit
-        if excess > 0:
-            del self.output[:excess]
-            # Never start in the middle of a UTF-8 sequence.
-            while self.output and (self.output[0] & 0xC0) == 0x80:
-                del self.output[0]
-            self.truncated = True
+        self.output.feed(data)
 
     def _on_exit(self) -> None:
-        self.side.remove(self.child.pidfd)
+        if self.child.pidfd >= 0:
+            self.side.remove(self.child.pidfd)
         code = self.child.reap()  # also kills what is left of its group
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = str(-code)
-            self.exit_status = {"exitCode": None, "signal": name}
-        else:
-            self.exit_status = {"exitCode": code, "signal": None}
+        name = exit_signal(code)
+        self.exit_status = {"exitCode": None if name else code, "signal": name}
+
+    def poll_exit(self) -> None:
+        """Without a pidfd nothing wakes the side channels at exit: look."""
+        if self.exit_status is None and self.child.has_exited():
+            self._on_exit()
 
     def is_done(self) -> bool:
         """Exited, and every byte it wrote has been collected."""
@@ -203,8 +349,8 @@ class _Terminal:
 
     def snapshot(self) -> dict[str, JSONValue]:
         out: dict[str, JSONValue] = {
-            "output": self.output.decode("utf-8", "replace"),
-            "truncated": self.truncated,
+            "output": self.output.data().decode("utf-8", "replace"),
+            "truncated": self.output.dropped,
         }
         if self.exit_status is not None:
             out["exitStatus"] = self.exit_status
@@ -291,12 +437,28 @@ class Terminals:
         return {"terminalId": terminal_id}
 
     def output(self, params: JSONValue) -> dict[str, JSONValue]:
+        terminal = self._get(params)
         self._side.service()  # collect what is already there
-        return self._get(params).snapshot()
+        if terminal.child.pidfd < 0:
+            terminal.poll_exit()
+        return terminal.snapshot()
 
     async def wait_for_exit(self, params: JSONValue) -> dict[str, JSONValue]:
         terminal = self._get(params)
-        await self._side.wait_until(terminal.is_done)
+        if terminal.child.pidfd >= 0:
+            await self._side.wait_until(terminal.is_done)
+        else:
+            # Poll for exit in growing steps (as Child.wait_exit does), still
+            # woken at once by output, which keeps the pipes drained.
+            delay = 0.001
+            while True:
+                self._side.service()
+                terminal.poll_exit()
+                if terminal.is_done():
+                    break
+                with anyio.move_on_after(delay):
+                    await anyio.wait_readable(self._side.fileno())
+                delay = min(delay * 2, _EXIT_POLL_MAX)
         assert terminal.exit_status is not None
         return dict(terminal.exit_status)
 
