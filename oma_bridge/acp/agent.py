@@ -10,10 +10,11 @@ and terminal requests are forwarded to the editor (see ``serve``).
 
 Choices where the spec leaves room, and why:
 
-- The agent is text-only (``promptCapabilities`` all false). A prompt with an
-  image, audio, resource or resource-link block is answered with ``-32602``
-  naming the block; nothing runs, because dropping the block would change what
-  the user asked.
+- The agent is text-only (``promptCapabilities`` all false). A resource link
+  (which ACP requires every agent to take) becomes ``[@name](uri)`` in the
+  prompt's text, as editors write a mention. A prompt with an image, audio or
+  embedded resource block is answered with ``-32602`` naming the block;
+  nothing runs, because dropping the block would change what the user asked.
 - A second prompt on a busy session waits for the running one (first come,
   first served). Editors send ``session/cancel`` and the next prompt at once;
   refusing would fail that prompt while the cancelled turn is still ending.
@@ -29,7 +30,9 @@ Choices where the spec leaves room, and why:
 - Bad frames get ``-32700`` (not JSON) or ``-32600`` (not a request) with a
   null id, and the server keeps serving.
 - Writes to stdout are shielded from cancellation: a frame cut in half would
-  corrupt the stream for every session.
+  corrupt the stream for every session. The shield is bounded: an editor that
+  takes no whole frame for ``_WRITE_TIMEOUT`` seconds has stopped reading, and
+  the connection fails (the server stops its agents and returns).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING, Literal, TextIO, TypeAlias, final
 import anyio
 
 from ..backends._fdstream import FdReceiveStream, FdSendStream
-from ..backends._redact import redact, secret_values
+from ..backends._redact import redact_json, secret_values
 from ..bridge import (
     Agent,
     AgentConfig,
@@ -65,7 +68,7 @@ from ..bridge import (
     ToolCallUpdateEvent,
 )
 from . import methods as m
-from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream, encode
+from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream
 from .client import AcpBackendConfig
 from .connection import Connection, RequestError, RequestId, _is_id
 
@@ -97,6 +100,9 @@ _ARRIVAL: ContextVar[int] = ContextVar("_ARRIVAL", default=0)
 #: Seconds the requests read before stdin ended may take to be answered; turns
 #: are cancelled first, so this only bounds an agent slow to stop.
 _EOF_GRACE = 30.0
+#: Seconds a frame, once begun, may take to go out. Its write is shielded (a
+#: torn frame corrupts the stream), so this bounds what cancellation cannot.
+_WRITE_TIMEOUT = 10.0
 _TEXT_ONLY = (
     "This agent is text-only (its promptCapabilities are all false): "
     "prompt[{index}] is a {kind} block, which it cannot forward without loss, "
@@ -129,7 +135,9 @@ async def serve(
         max_line_bytes: The largest frame accepted from the editor.
 
     Raises:
-        Cancellation stops every turn and every session's agent first.
+        Cancellation stops every turn and every session's agent first. An
+        editor that stops reading our stdout fails the connection: the agents
+        are stopped and this returns.
     """
     protocol_out = os.dup(1)
     os.dup2(2, 1)
@@ -141,10 +149,10 @@ async def serve(
             target,
             NdjsonStream(
                 FdReceiveStream(0),
-                FdSendStream(protocol_out),
+                FdSendStream(protocol_out, finish_within=_WRITE_TIMEOUT),
                 max_line_bytes=max_line_bytes,
             ),
-            out_fd=protocol_out,
+            bounded=True,
             permission=permission,
             transcript=transcript,
             debug=debug,
@@ -175,7 +183,7 @@ async def serve_streams(
     await _serve(
         target,
         NdjsonStream(receive, send, max_line_bytes=max_line_bytes),
-        out_fd=None,
+        bounded=False,
         permission=permission,
         transcript=transcript,
         debug=debug,
@@ -186,14 +194,14 @@ async def _serve(
     target: ServeTarget,
     frames: NdjsonStream,
     *,
-    out_fd: int | None,
+    bounded: bool,
     permission: ServePermission,
     transcript: str | os.PathLike[str] | None,
     debug: bool,
 ) -> None:
     server = _Server(target, permission=permission)
     log = _Transcript.open(transcript) if transcript is not None else None
-    wire = _Wire(frames, log, on_eof=server.cancel_all, out_fd=out_fd)
+    wire = _Wire(frames, log, on_eof=server.cancel_all, bounded=bounded)
     conn = server.conn = Connection(
         wire, handler=server, reply_to_bad_frames=True, debug=debug
     )
@@ -228,20 +236,9 @@ class _Transcript:
 
     def write(self, direction: Literal["in", "out"], frame: JSONValue) -> None:
         entry = {"time": round(time.time(), 6), "dir": direction, "frame": frame}
-        # Redact string by string: a pattern run over the JSON text could eat
-        # a quote and leave a line that is no longer JSON.
-        line = json.dumps(self._redact(entry), ensure_ascii=False)
+        line = json.dumps(redact_json(entry, self._secrets), ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
-
-    def _redact(self, value: JSONValue) -> JSONValue:
-        if isinstance(value, str):
-            return redact(value, self._secrets)
-        if isinstance(value, dict):
-            return {k: self._redact(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._redact(v) for v in value]
-        return value
 
     def close(self) -> None:
         self._file.close()
@@ -262,10 +259,13 @@ class _Wire:
         frames: NdjsonStream,
         transcript: _Transcript | None,
         on_eof: Callable[[], None],
-        out_fd: int | None = None,
+        *,
+        bounded: bool = False,
     ) -> None:
         self._frames = frames
-        self._out_fd = out_fd
+        # The byte stream finishes a begun frame itself, shielded and bounded
+        # (FdSendStream's finish_within): no cancel scope to pay per frame.
+        self._bounded = bounded
         self._transcript = transcript
         self._on_eof = on_eof
         self._unanswered: set[RequestId] = set()
@@ -293,40 +293,22 @@ class _Wire:
         return message
 
     async def send(self, message: Mapping[str, object]) -> None:
-        if self._out_fd is None:
-            with anyio.CancelScope(shield=True):
-                await self._frames.send(message)
+        if self._bounded:
+            await self._frames.send(message)
         else:
-            await self._write(encode(message))
+            with anyio.move_on_after(_WRITE_TIMEOUT, shield=True) as scope:
+                await self._frames.send(message)
+            if scope.cancelled_caught:
+                # The frame may be torn and the peer is not reading: fail.
+                raise anyio.BrokenResourceError(
+                    f"the peer took no frame for {_WRITE_TIMEOUT} s"
+                )
         if self._transcript is not None:
             self._transcript.write("out", dict(message))  # type: ignore[arg-type]
         if "method" not in message:
             self._unanswered.discard(message.get("id"))
             if self._answered is not None and not self._unanswered:
                 self._answered.set()
-
-    async def _write(self, data: bytes) -> None:
-        """Write a frame to ``out_fd``; most go out at once, with no checkpoint.
-
-        Only a frame the pipe cannot take at once pays for a cancel scope.
-        """
-        assert self._out_fd is not None
-        sent = self._write_some(data)
-        if sent < len(data):
-            # A torn frame would break every session: the rest must follow.
-            with anyio.CancelScope(shield=True):
-                while sent < len(data):
-                    await anyio.wait_writable(self._out_fd)
-                    sent += self._write_some(data[sent:])
-
-    def _write_some(self, data: bytes) -> int:
-        assert self._out_fd is not None
-        try:
-            return os.write(self._out_fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            raise anyio.BrokenResourceError from exc
 
     async def _finish_requests(self) -> None:
         self._on_eof()
@@ -386,7 +368,11 @@ class _Server:
 
     def handle_notification(self, method: str, params: JSONValue) -> None:
         if method == m.SESSION_CANCEL and isinstance(params, dict):
-            session = self._sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+            session_id = params.get("sessionId")
+            # Peer data as a dict key: only a str (a list would not hash).
+            session = (
+                self._sessions.get(session_id) if isinstance(session_id, str) else None
+            )
             if session is not None:
                 session.cancel(_ARRIVAL.get())
         else:
@@ -513,11 +499,12 @@ class _Server:
     # -- prompt turns -------------------------------------------------------------
 
     async def _prompt(self, params: dict[str, JSONValue]) -> JSONValue:
-        session = self._sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str):
+            raise RequestError(m.INVALID_PARAMS, "sessionId must be a str")
+        session = self._sessions.get(session_id)
         if session is None:
-            raise RequestError(
-                m.INVALID_PARAMS, f"Unknown session {params.get('sessionId')!r}"
-            )
+            raise RequestError(m.INVALID_PARAMS, f"Unknown session {session_id!r}")
         text = _prompt_text(params.get("prompt"))
         arrival = _ARRIVAL.get()
         async with session.lock:
@@ -558,13 +545,25 @@ class _Server:
             session.cancel(_ARRIVAL.get() + 1)
 
     async def aclose(self) -> None:
-        """Stop every session's agent (shielded by the caller)."""
+        """Stop every session's agent, all at once (shielded by the caller).
+
+        Each agent bounds its own stop (grace, SIGTERM, grace, SIGKILL); one
+        that fails is logged, and the others are still stopped.
+        """
         sessions, self._sessions = self._sessions, {}
-        for session in sessions.values():
-            await session.agent.aclose()
+        async with anyio.create_task_group() as tg:
+            for session in sessions.values():
+                tg.start_soon(_close_session, session)
 
 
 # -- mapping ---------------------------------------------------------------------------
+
+
+async def _close_session(session: _Session) -> None:
+    try:
+        await session.agent.aclose()
+    except Exception:
+        logger.exception("stopping the agent of session %s failed", session.id)
 
 
 def _defer(request: PermissionRequest) -> None:
@@ -592,27 +591,40 @@ def _has_cwd(backend: BackendConfig | AgentBackend) -> bool:
 
 
 def _prompt_text(blocks: JSONValue) -> str:
-    """The prompt's text blocks joined; any other block refuses the prompt."""
+    """The prompt as text: text blocks, and resource links as ``[@name](uri)``.
+
+    ACP's baseline: every agent takes text and resource links. Any other block
+    refuses the prompt.
+    """
     if not isinstance(blocks, list):
         raise RequestError(m.INVALID_PARAMS, "prompt must be a list of content blocks")
     texts = []
     for index, block in enumerate(blocks):
-        kind = block.get("type") if isinstance(block, dict) else None
-        if not isinstance(kind, str):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise RequestError(
                 m.INVALID_PARAMS, f"prompt[{index}] is not a content block"
             )
-        if kind != "text":
+        kind = block["type"]
+        if kind == "text":
+            texts.append(_field(block, index, "text"))
+        elif kind == "resource_link":
+            # The mention syntax editors (Zed) write for a file in a prompt.
+            name, uri = _field(block, index, "name"), _field(block, index, "uri")
+            texts.append(f"[@{name}]({uri})")
+        else:
             raise RequestError(
                 m.INVALID_PARAMS,
                 _TEXT_ONLY.format(index=index, kind=kind),
                 {"index": index, "blockType": kind},
             )
-        text = block.get("text")  # type: ignore[union-attr]
-        if not isinstance(text, str):
-            raise RequestError(m.INVALID_PARAMS, f"prompt[{index}].text must be a str")
-        texts.append(text)
     return "".join(texts)
+
+
+def _field(block: dict[str, JSONValue], index: int, name: str) -> str:
+    value = block.get(name)
+    if not isinstance(value, str):
+        raise RequestError(m.INVALID_PARAMS, f"prompt[{index}].{name} must be a str")
+    return value
 
 
 def _update(event: StreamEvent) -> dict[str, JSONValue] | None:

@@ -26,16 +26,21 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import traceback
 from typing import TYPE_CHECKING, Protocol, TypeGuard, final
 
 import anyio
 
+from ..backends._redact import redact, redact_json, secret_values
 from ..bridge.errors import OmaBridgeError, ProtocolError, RemoteError
 from . import methods as m
 from ._framing import preview
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
+
+    from anyio.abc import TaskGroup
 
     from ..bridge.messages import JSONValue
 
@@ -136,6 +141,10 @@ class Connection:
         self._send_lock = anyio.Lock(fast_acquire=True)
         self._reading = False
         self._progress: anyio.Event | None = None
+        self._secrets: tuple[str, ...] | None = None  # for the debug log
+        # serve(): its task group's scope, and the error that ended the stream.
+        self._serving: anyio.CancelScope | None = None
+        self._eof_error: ProtocolError | None = None
         #: Why the connection ended, once it has; every later call raises it.
         self.error: OmaBridgeError | None = None
 
@@ -227,7 +236,7 @@ class Connection:
         if self.error is not None:
             raise self.error
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("-> %s", message)
+            logger.debug("-> %s", self._loggable(message))  # type: ignore[arg-type]
         async with self._send_lock:
             try:
                 await self._stream.send(message)
@@ -281,7 +290,7 @@ class Connection:
     async def handle(self, message: JSONValue) -> None:
         """Handle one message already read (see ``pump``)."""
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("<- %s", message)
+            logger.debug("<- %s", self._loggable(message))
         if not isinstance(message, dict):
             await self._bad_message(message)
             return
@@ -293,10 +302,8 @@ class Connection:
                     await self._bad_message(message)
                     return
                 await self._answer(request_id, method, message.get("params"))
-            elif method == m.CANCEL_REQUEST:
-                self._on_cancel_request(message.get("params"))
             else:
-                self._handler.handle_notification(method, message.get("params"))
+                self._on_notification(method, message.get("params"))
             return
         request_id = message.get("id")
         if isinstance(request_id, (int, str)) and (
@@ -305,6 +312,17 @@ class Connection:
             self._on_response(request_id, message)
             return
         await self._bad_message(message)
+
+    def _on_notification(self, method: str, params: JSONValue) -> None:
+        # A notification has no reply to carry an error: whatever the peer
+        # sent, a failing handler is logged and the connection goes on.
+        try:
+            if method == m.CANCEL_REQUEST:
+                self._on_cancel_request(params)
+            else:
+                self._handler.handle_notification(method, params)
+        except Exception as exc:
+            self._log_failure(f"notification handler for {method!r}", exc)
 
     def _on_response(
         self, request_id: RequestId, message: dict[str, JSONValue]
@@ -348,8 +366,12 @@ class Connection:
         except RequestError as exc:
             await self.respond_error(request_id, exc)
         except Exception as exc:
-            logger.exception("handler for %s failed", method)
-            text = f"Internal error: {exc}" if self._debug else "Internal error"
+            self._log_failure(f"handler for {method!r}", exc)
+            text = (
+                f"Internal error: {self._redact(str(exc))}"
+                if self._debug
+                else "Internal error"
+            )
             await self.respond_error(request_id, RequestError(m.INTERNAL_ERROR, text))
         else:
             await self.respond(request_id, result)
@@ -385,8 +407,10 @@ class Connection:
                 await self.respond(request_id, reply)
 
     def _on_cancel_request(self, params: JSONValue) -> None:
-        if isinstance(params, dict):
-            scope = self._scopes.get(params.get("requestId"))  # type: ignore[arg-type]
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        # Peer data as a dict key: only a valid id (a list would not hash).
+        if _is_id(request_id):
+            scope = self._scopes.get(request_id)
             if scope is not None:
                 scope.cancel()
 
@@ -401,57 +425,81 @@ class Connection:
         in. Returns at end of stream, after cancelling the handlers still running.
 
         Raises:
-            ProtocolError: a bad frame (unless ``reply_to_bad_frames``).
+            ProtocolError: a bad frame (unless ``reply_to_bad_frames``), or the
+                peer stopped reading (a reply could not be sent); ``self.error``
+                holds it, and the handlers still running were cancelled.
         """
         # While we read, wait_response() callers sleep on _progress instead of
         # reading the stream themselves: two readers would split frames.
         self._reading = True
         try:
             async with anyio.create_task_group() as tg:
-                while True:
-                    try:
-                        message = await self._stream.receive()
-                    except anyio.EndOfStream:
-                        self.fail(ProtocolError("The peer closed the connection."))
-                        tg.cancel_scope.cancel()
-                        return
-                    except ProtocolError as exc:
-                        if not self._reply_bad:
-                            raise self.fail(exc) from None
-                        err = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
-                        await self._send(
-                            {"jsonrpc": "2.0", "id": None, "error": err.to_json()}
-                        )
-                        continue
-                    if (
-                        isinstance(message, dict)
-                        and _is_id(message.get("id"))
-                        and isinstance(message.get("method"), str)
-                    ):
-                        # A fixed name spares anyio deriving one per request.
-                        tg.start_soon(self._answer_cancellable, message, name="request")
-                    else:
-                        await self.handle(message)
-                        self._wake()
+                self._serving = tg.cancel_scope
+                try:
+                    await self._serve_messages(tg)
+                except OmaBridgeError as exc:
+                    if exc is not self.error:
+                        raise
+                    tg.cancel_scope.cancel()
         finally:
+            self._serving = None
             self._reading = False
             self._wake()
+        # Raised here, outside the task group, so the caller gets the error
+        # itself rather than an ExceptionGroup; the end of stream is no error.
+        if self.error is not None and self.error is not self._eof_error:
+            raise self.error
+
+    async def _serve_messages(self, tg: TaskGroup) -> None:
+        while True:
+            try:
+                message = await self._stream.receive()
+            except anyio.EndOfStream:
+                self._eof_error = ProtocolError("The peer closed the connection.")
+                self.fail(self._eof_error)
+                tg.cancel_scope.cancel()
+                return
+            except ProtocolError as exc:
+                if not self._reply_bad:
+                    raise self.fail(exc) from None
+                err = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
+                await self._send({"jsonrpc": "2.0", "id": None, "error": err.to_json()})
+                continue
+            if (
+                isinstance(message, dict)
+                and _is_id(message.get("id"))
+                and isinstance(message.get("method"), str)
+            ):
+                if logger.isEnabledFor(logging.DEBUG):  # handle() logs the others
+                    logger.debug("<- %s", self._loggable(message))
+                # A fixed name spares anyio deriving one per request.
+                tg.start_soon(self._answer_cancellable, message, name="request")
+            else:
+                await self.handle(message)
+                self._wake()
 
     async def _answer_cancellable(self, message: dict[str, JSONValue]) -> None:
         request_id = message["id"]
         assert isinstance(request_id, (int, str))
-        with anyio.CancelScope() as scope:
-            self._scopes[request_id] = scope
-            try:
-                await self._answer(
-                    request_id, str(message["method"]), message.get("params")
+        try:
+            with anyio.CancelScope() as scope:
+                self._scopes[request_id] = scope
+                try:
+                    await self._answer(
+                        request_id, str(message["method"]), message.get("params")
+                    )
+                finally:
+                    del self._scopes[request_id]
+            if scope.cancelled_caught:
+                await self.respond_error(
+                    request_id, RequestError(m.REQUEST_CANCELLED, "Request cancelled")
                 )
-            finally:
-                del self._scopes[request_id]
-        if scope.cancelled_caught:
-            await self.respond_error(
-                request_id, RequestError(m.REQUEST_CANCELLED, "Request cancelled")
-            )
+        except OmaBridgeError as exc:
+            # The reply could not be sent: nobody is left to answer, so stop
+            # serving; serve() raises the error (not an ExceptionGroup).
+            if exc is not self.error or self._serving is None:
+                raise
+            self._serving.cancel()
 
     # -- ending -------------------------------------------------------------------
 
@@ -463,4 +511,23 @@ class Connection:
                 if not slot.done:
                     slot.done = True
                     slot.error = error
+            self._wake()  # the tasks asleep in wait_response() must see it
         return self.error
+
+    # -- logging --------------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        if self._secrets is None:
+            self._secrets = secret_values(os.environ)
+        return redact(text, self._secrets)
+
+    def _loggable(self, message: JSONValue) -> JSONValue:
+        """A frame for the debug log, secrets redacted as in a transcript."""
+        if self._secrets is None:
+            self._secrets = secret_values(os.environ)
+        return redact_json(message, self._secrets)
+
+    def _log_failure(self, what: str, exc: Exception) -> None:
+        """``logger.exception`` with the traceback redacted (it quotes peer data)."""
+        text = "".join(traceback.format_exception(exc))
+        logger.error("%s failed\n%s", self._redact(what), self._redact(text))

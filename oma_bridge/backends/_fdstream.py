@@ -112,31 +112,64 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 class FdSendStream(anyio.abc.ByteSendStream):
     """Writes a non-blocking descriptor it does not own.
 
+    Args:
+        fd: The descriptor to write.
+        on_eof: Called by ``send_eof()`` and ``aclose()``.
+        finish_within: For a stream of frames, where a torn frame corrupts all
+            the later ones: an item that cannot go out at once is finished
+            shielded from cancellation, for at most this many seconds; then
+            ``BrokenResourceError`` (the reader has stopped reading). None:
+            cancellable at any point.
+
     Attributes:
         torn: A write was cancelled after part of the data went out, so the
             byte stream no longer splits into whole frames.
     """
 
-    def __init__(self, fd: int, *, on_eof: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        *,
+        on_eof: Callable[[], None] | None = None,
+        finish_within: float | None = None,
+    ) -> None:
         self._fd = fd
         self._on_eof = on_eof
+        self._finish_within = finish_within
         self.torn = False
 
     async def send(self, item: bytes) -> None:
         view = memoryview(item)
-        sent = 0
+        sent = self._write(view)
+        if sent == len(view):
+            return  # most items: no checkpoint and no cancel scope to pay for
+        if self._finish_within is None:
+            await self._send_rest(view, sent)
+            return
+        with anyio.move_on_after(self._finish_within, shield=True):
+            await self._send_rest(view, sent)
+            return
+        raise anyio.BrokenResourceError(
+            f"the reader took no whole item within {self._finish_within} s"
+        )
+
+    async def _send_rest(self, view: memoryview, sent: int) -> None:
         try:
             while sent < len(view):
-                try:
-                    sent += os.write(self._fd, view[sent:])
-                except BlockingIOError:
-                    await anyio.wait_writable(self._fd)
-                except (BrokenPipeError, OSError) as exc:
-                    raise anyio.BrokenResourceError from exc
+                await anyio.wait_writable(self._fd)
+                sent += self._write(view[sent:])
         except BaseException:
-            if 0 < sent < len(view):
+            if sent:
                 self.torn = True
             raise
+
+    def _write(self, data: memoryview) -> int:
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:  # BrokenPipeError among them
+            raise anyio.BrokenResourceError from exc
 
     async def send_eof(self) -> None:
         if self._on_eof is not None:

@@ -1,6 +1,9 @@
 """Find secrets in text an agent wrote, so none reaches an error or a log.
 
 Every match on every line is replaced, not only the first ``key: value``.
+``redact_json`` does the same for a JSON value (a protocol frame), where a
+secret can also hide in structure: under a key that looks secret, or as the
+``value`` of a ``{"name": ..., "value": ...}`` pair whose name does.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+
+    from ..bridge.messages import JSONValue
 
 REDACTED = "[REDACTED]"
 
@@ -80,14 +85,14 @@ def _name_looks_secret() -> re.Pattern[str]:
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a variable, key or header name looks like it holds a secret."""
+    return name not in _NOT_SECRET and _name_looks_secret().search(name) is not None
+
+
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """Values of variables whose names look secret, longest first."""
-    name = _name_looks_secret()
-    values = {
-        v
-        for k, v in env.items()
-        if len(v) >= 6 and k not in _NOT_SECRET and name.search(k)
-    }
+    values = {v for k, v in env.items() if len(v) >= 6 and is_secret_name(k)}
     return tuple(sorted(values, key=len, reverse=True))
 
 
@@ -99,3 +104,34 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     for pattern, replacement in _patterns():
         text = pattern.sub(replacement, text)
     return text
+
+
+def redact_json(value: JSONValue, values: Iterable[str] = ()) -> JSONValue:
+    """A copy of a JSON value with every secret replaced, the shape kept.
+
+    A string under a key that looks secret (``"api_key"``, ``"password"``), or
+    the ``"value"`` of an object whose ``"name"`` looks secret (ACP's env
+    variables and HTTP headers), is replaced whole; other strings go through
+    ``redact``. Numbers stay: ``"totalTokens": 12`` is a count, not a secret.
+    Strings are redacted one by one, since a pattern run over JSON text could
+    eat a quote and leave text that is no longer JSON.
+    """
+    values = tuple(values)
+    return _redact_value(value, values)
+
+
+def _redact_value(value: JSONValue, values: tuple[str, ...]) -> JSONValue:
+    if isinstance(value, str):
+        return redact(value, values)
+    if isinstance(value, list):
+        return [_redact_value(v, values) for v in value]
+    if not isinstance(value, dict):
+        return value
+    name = value.get("name")
+    named_secret = isinstance(name, str) and is_secret_name(name)
+    return {
+        k: REDACTED
+        if isinstance(v, str) and (is_secret_name(k) or (named_secret and k == "value"))
+        else _redact_value(v, values)
+        for k, v in value.items()
+    }

@@ -15,10 +15,11 @@ as an ACP agent over stdin/stdout. The editor launches this command; stdout
 carries only protocol frames, logs go to stderr (or --log-file).
 
 Each editor session gets its own agent working in the session's directory;
-sessions run side by side. Prompts must be text: image, audio and resource
-blocks are refused with an error and nothing runs. A second prompt on a busy
-session waits for the first. session/cancel stops the turn (the wrapped
-process tree is killed; an ACP agent is sent session/cancel).
+sessions run side by side. Prompts must be text (a resource link is passed
+on as [@name](uri)): image, audio and embedded resource blocks are refused
+with an error and nothing runs. A second prompt on a busy session waits for
+the first. session/cancel stops the turn (the wrapped process tree is
+killed; an ACP agent is sent session/cancel).
 
 With --acp, oma-bridge is a proxy in front of a real ACP agent: its updates
 stream through, and its permission, file and terminal requests go to the
@@ -70,7 +71,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--verbose",
         "-v",
         action="store_true",
-        help="log every frame and put error details in internal-error replies",
+        help="log every frame (secrets redacted) and put error details in "
+        "internal-error replies",
     )
     serve.set_defaults(handler=serve_command)
 

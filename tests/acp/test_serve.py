@@ -131,11 +131,12 @@ async def test_a_second_prompt_waits_for_the_first(tmp_path) -> None:
 
 
 async def test_non_text_blocks_are_refused_and_nothing_runs(tmp_path) -> None:
+    # Resource links are not among them: ACP requires every agent to take them
+    # (see test_serve_robustness.py).
     marker = tmp_path / "ran"
     blocks = {
         "image": acp.image_block("AAAA", "image/png"),
         "audio": acp.audio_block("AAAA", "audio/wav"),
-        "resource_link": acp.resource_link_block("a.txt", "file:///a.txt"),
         "resource": acp.resource_block(
             acp.embedded_text_resource("file:///a.txt", "hi")
         ),
