@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,7 +100,11 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 await anyio.wait_readable(self._fd)
                 continue
             assert self._side is not None
-            if not self._side.service():
+            if self._side.service():
+                # Busy side channels (a chatty stderr, terminals) must not keep
+                # this loop from ever yielding: cancellation is delivered here.
+                await anyio.lowlevel.checkpoint()
+            else:
                 await anyio.wait_readable(self._sel.fileno())
 
     async def aclose(self) -> None:
