@@ -53,7 +53,7 @@ class NdjsonStream:
     Args:
         receive: Where frames come from (None: send only).
         send: Where frames go (None: receive only).
-        max_line_bytes: The largest frame accepted, newline excluded.
+        max_line_bytes: The largest frame accepted, its ``\\r\\n`` or ``\\n`` excluded.
     """
 
     def __init__(
@@ -70,6 +70,7 @@ class NdjsonStream:
         self.max_line_bytes = max_line_bytes
         self._buf = bytearray()
         self._pos = 0  # start of the unread part of _buf
+        self._scanned = 0  # _buf[_pos:_scanned] holds no \n: scan each byte once
         self._discarding = False  # inside the rest of an oversize line
         self._eof = False
 
@@ -104,17 +105,17 @@ class NdjsonStream:
 
     def _next_line(self) -> bytes | None:
         buf = self._buf
-        end = buf.find(b"\n", self._pos)
+        end = buf.find(b"\n", max(self._pos, self._scanned))
         if end < 0:
             if self._discarding:
-                del buf[:]
-                self._pos = 0
-            elif len(buf) - self._pos > self.max_line_bytes:
+                self._clear()
+            elif self._too_long(self._pos, len(buf)):
                 head = bytes(buf[self._pos : self._pos + _PREVIEW])
-                del buf[:]
-                self._pos = 0
+                self._clear()
                 self._discarding = True
                 raise self._oversize(head)
+            else:
+                self._scanned = len(buf)
             if self._eof:
                 return self._last_line()
             return None
@@ -122,18 +123,32 @@ class NdjsonStream:
         if self._discarding:
             self._discarding = False
             return b""
-        if end - start > self.max_line_bytes + 1:  # +1: a \r may precede \n
+        if self._too_long(start, end):
             raise self._oversize(bytes(buf[start : start + _PREVIEW]))
         line = bytes(buf[start:end])
         if self._pos > 1 << 16 and self._pos * 2 > len(buf):
             del buf[: self._pos]  # compact rarely: slicing from the front is O(n)
-            self._pos = 0
+            self._pos = self._scanned = 0
         return line
+
+    def _too_long(self, start: int, end: int) -> bool:
+        """Whether ``_buf[start:end]``, a line or its start, is over the cap.
+
+        One rule wherever the chunks split: the length excluding a trailing
+        ``\\r``, which belongs to a CRLF ending (or may, before its ``\\n`` comes).
+        """
+        length = end - start
+        if length and self._buf[end - 1] == 0x0D:
+            length -= 1
+        return length > self.max_line_bytes
+
+    def _clear(self) -> None:
+        del self._buf[:]
+        self._pos = self._scanned = 0
 
     def _last_line(self) -> bytes:
         rest = bytes(self._buf[self._pos :])
-        del self._buf[:]
-        self._pos = 0
+        self._clear()
         if rest.strip():
             raise ProtocolError(
                 "The peer closed the stream in the middle of a frame.",
@@ -153,15 +168,16 @@ class NdjsonStream:
             raise anyio.EndOfStream
         try:
             data = await self._in.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._eof = True
-            return
-        except anyio.BrokenResourceError:
+        except (
+            anyio.EndOfStream,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+        ):
             self._eof = True
             return
         if self._pos == len(self._buf):
             self._buf[:] = data
-            self._pos = 0
+            self._pos = self._scanned = 0
         else:
             self._buf += data
 

@@ -108,3 +108,61 @@ async def test_send_writes_compact_frames() -> None:
     assert receive.receive_nowait() == '{"a":[1,"é"]}\n'.encode()
     send.close()
     receive.close()
+
+
+def _splits(data: bytes) -> list[tuple[bytes, ...]]:
+    """``data`` in one chunk, then cut in two at every position."""
+    return [(data,), *((data[:i], data[i:]) for i in range(1, len(data)))]
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+async def test_a_line_at_the_cap_is_accepted_wherever_the_chunks_split(
+    ending: bytes,
+) -> None:
+    line = b'"123456"'  # exactly max_line_bytes=8, its ending excluded
+    for chunks in _splits(line + ending + b"[1]\n"):
+        assert await drain(reader(*chunks, limit=8)) == ["123456", [1]], chunks
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+async def test_a_line_one_over_the_cap_is_refused_wherever_the_chunks_split(
+    ending: bytes,
+) -> None:
+    line = b'"1234567"'  # one byte over max_line_bytes=8
+    for chunks in _splits(line + ending + b"[1]\n"):
+        stream = reader(*chunks, limit=8)
+        with pytest.raises(ProtocolError, match="max_line_bytes=8"):
+            await stream.receive()
+        assert await stream.receive() == [1], chunks
+
+
+async def test_a_carriage_return_inside_a_line_counts_toward_the_cap() -> None:
+    # Only a \r right before the \n is part of the line ending.
+    for chunks in _splits(b'"12345"\r \n[1]\n'):
+        stream = reader(*chunks, limit=8)
+        with pytest.raises(ProtocolError, match="max_line_bytes=8"):
+            await stream.receive()
+        assert await stream.receive() == [1], chunks
+
+
+class ScanCounter(bytearray):
+    """A frame buffer that counts the bytes ``find`` looks at."""
+
+    scanned = 0
+
+    def find(self, sub, start=0, *rest):  # type: ignore[no-untyped-def]
+        found = super().find(sub, start, *rest)
+        self.scanned += (found + 1 if found >= 0 else len(self)) - start
+        return found
+
+
+async def test_a_big_frame_in_small_chunks_is_scanned_once() -> None:
+    big = {"x": "a" * (4 << 20)}
+    data = encode(big) + encode({"after": 1})
+    chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)]
+    stream = NdjsonStream(Chunks(*chunks), None, max_line_bytes=8 << 20)  # type: ignore[arg-type]
+    stream._buf = counter = ScanCounter()
+    assert await stream.receive() == big
+    assert await stream.receive() == {"after": 1}
+    # Rescanning the whole partial line on every chunk would be ~1000x this.
+    assert counter.scanned <= len(data)
