@@ -93,9 +93,11 @@ class ProcessBackendConfig:
     @property
     def input_profile(self) -> InputProfile:
         # With input="none" the prompt is never sent, so a blank one loses nothing.
+        # An argv element is a C string: it ends at the first NUL.
         return InputProfile(
             transport="process",
             blank_prompt="allow" if self.input == "none" else "reject",
+            nul="reject" if self.input == "argument" else "allow",
         )
 
     def create_backend(self) -> ProcessBackend:

@@ -38,6 +38,9 @@ class AgentConfig:
         backend: A backend config (``ProcessBackendConfig``, ...) or a ready
             ``AgentBackend`` instance.
         system_prompt: Sent before the user text (how depends on the backend).
+            Like a prompt, it must encode as UTF-8 and hold no NUL when the
+            backend cannot carry one; otherwise InvalidMessageError is raised
+            here, with ``path == ("system_prompt",)``.
         before_run: May rewrite the prompt (see ``BeforeRunContext``).
         after_run: May replace the result.
         history: Earlier turns restored for ``prompt()``. It never seeds a
@@ -60,8 +63,15 @@ class AgentConfig:
                 "ProcessBackendConfig) or an AgentBackend, got "
                 f"{type(self.backend).__name__}"
             )
-        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
-            raise TypeError("AgentConfig.system_prompt must be a str or None")
+        if self.system_prompt is not None:
+            if not isinstance(self.system_prompt, str):
+                raise TypeError("AgentConfig.system_prompt must be a str or None")
+            _inputs.admit_text(
+                self.system_prompt,
+                self.backend.input_profile,
+                what="system prompt",
+                path=("system_prompt",),
+            )
 
 
 def _copy(messages: object, path: _inputs.Path = ("input",)) -> list[LLMMessage]:

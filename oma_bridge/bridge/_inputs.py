@@ -11,7 +11,7 @@ import binascii
 import copy
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from .errors import InvalidMessageError, UnsupportedContentBlockError
 
@@ -89,19 +89,31 @@ def _check_block(block: object, path: Path) -> None:
         _need_str(block, "tool_use_id", path)
         content = block.get("content")
         if not isinstance(content, str):
-            check_blocks(content, (*path, "content"))
-            for k, part in enumerate(cast("list[Mapping[str, object]]", content)):
-                if part["type"] not in ("text", "image"):
-                    raise InvalidMessageError(
-                        "tool_result content holds only text and image blocks",
-                        path=(*path, "content", k, "type"),
-                    )
+            _check_tool_result_content(content, (*path, "content"))
         if not isinstance(block.get("is_error", False), bool):
             raise InvalidMessageError(
                 "tool_result 'is_error' must be a bool", path=(*path, "is_error")
             )
     # Other block types are shape-valid; the backend's profile decides whether
     # it can carry them (UnsupportedContentBlockError).
+
+
+def _check_tool_result_content(content: object, path: Path) -> None:
+    # Check each part's type before validating it as a block, so a nested (or
+    # cyclic) tool_result is rejected at depth 1 instead of recursing.
+    if not isinstance(content, (list, tuple)):
+        raise InvalidMessageError(
+            f"content must be a list of blocks or a str, got {type(content).__name__}",
+            path=path,
+        )
+    for k, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if isinstance(kind, str) and kind not in ("text", "image"):
+            raise InvalidMessageError(
+                "tool_result content holds only text and image blocks",
+                path=(*path, k, "type"),
+            )
+        _check_block(part, (*path, k))
 
 
 def _need_str(block: Mapping[str, object], key: str, path: Path) -> None:
@@ -201,10 +213,39 @@ def admit_profile(
 
 def admit_prompt(prompt: str, profile: InputProfile) -> None:
     """Reject a prompt the profile says the backend cannot run."""
+    admit_text(prompt, profile, what="prompt")
     if profile.blank_prompt == "reject" and not prompt.strip():
         raise InvalidMessageError(
             f"The {profile.transport} backend was given an empty or whitespace-only "
             "prompt; pass some text (nothing was started)."
+        )
+
+
+def admit_text(text: str, profile: InputProfile, *, what: str, path: Path = ()) -> None:
+    """Reject text no transport can send intact, or this one cannot carry.
+
+    Args:
+        text: A prompt or a system prompt.
+        profile: The backend's input profile.
+        what: Its name in the error message ("prompt", "system prompt").
+        path: Where it is, for ``InvalidMessageError.path``.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        # Lone surrogates (from surrogateescape decoding, or a split pair) are
+        # not Unicode text: every transport writes UTF-8.
+        raise InvalidMessageError(
+            f"The {what} holds a lone surrogate {text[exc.start]!r} at index "
+            f"{exc.start}, which cannot be encoded as UTF-8; pass valid Unicode "
+            "text (nothing was started).",
+            path=path,
+        ) from exc
+    if profile.nul == "reject" and (at := text.find("\0")) >= 0:
+        raise InvalidMessageError(
+            f"The {profile.transport} backend cannot carry a NUL character "
+            f"(the {what} has one at index {at}); remove it (nothing was started).",
+            path=path,
         )
 
 

@@ -34,12 +34,16 @@ class InputProfile(NamedTuple):
         block_types: The content block types it carries, or None for any.
         blank_prompt: What an empty or whitespace-only prompt gets: "reject"
             (InvalidMessageError before anything starts) or "allow".
+        nul: What a prompt or system prompt holding a NUL character gets:
+            "reject" when the transport cannot carry one (a command-line
+            argument is a C string), or "allow".
     """
 
     transport: str
     structured: bool = False
     block_types: frozenset[str] | None = None
     blank_prompt: Literal["reject", "allow"] = "reject"
+    nul: Literal["reject", "allow"] = "allow"
 
 
 class RunRequest(NamedTuple):

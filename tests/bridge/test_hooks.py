@@ -260,3 +260,34 @@ async def test_hook_error_is_raised_from_stream_iteration_and_spawns_nothing(
         with pytest.raises(StopAsyncIteration):
             await events.__anext__()
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "input_mode", "fragment"),
+    [
+        ("caf\udce9", "stdin", "lone surrogate"),
+        ("\ud800", "argument", "lone surrogate"),
+        ("a\0b", "argument", "cannot carry a NUL character"),
+    ],
+)
+async def test_a_rewrite_the_backend_cannot_carry_is_rejected_before_spawning(
+    tmp_path, rewrite, input_mode, fragment
+):
+    marker = tmp_path / "MARK"
+
+    def before_run(ctx):
+        return dataclasses.replace(ctx, prompt=rewrite)
+
+    agent = Agent(
+        AgentConfig(
+            name="a",
+            backend=marker_config(marker, input=input_mode),
+            before_run=before_run,
+        )
+    )
+    with pytest.raises(InvalidMessageError, match=fragment):
+        await agent.prompt("hello")
+    with pytest.raises(InvalidMessageError, match=fragment):
+        await agent.run("hello")
+    assert not marker.exists()
+    assert agent.get_history() == []

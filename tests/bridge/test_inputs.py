@@ -6,11 +6,12 @@ import threading
 
 import pytest
 
-from oma_bridge import Agent, AgentConfig, InvalidMessageError
+from oma_bridge import Agent, AgentConfig, InvalidMessageError, ProcessBackendConfig
 
 from .support import (
     PNG_B64,
     RecordingBackend,
+    echo_config,
     image,
     image_url,
     marker_config,
@@ -322,3 +323,103 @@ async def test_well_formed_media_and_tool_blocks_are_accepted():
     result = await agent.run(messages)
     assert result.success
     assert backend.requests[0].messages == messages
+
+
+@pytest.mark.parametrize("shape", ["cycle", "deep"])
+async def test_nested_tool_results_are_rejected_at_depth_one(tmp_path, shape):
+    # Checking the part's type before validating it as a block: no recursion.
+    if shape == "cycle":
+        block = _tool_result(None)
+        block["content"] = [block]
+    else:
+        block = text("hi")
+        for _ in range(5000):
+            block = _tool_result([block])
+    path = ("input", 0, "content", 0, "content", 0, "type")
+    marker = tmp_path / "MARK"
+    for backend in (RecordingBackend(), marker_config(marker)):
+        agent = Agent(AgentConfig(name="a", backend=backend))
+        with pytest.raises(InvalidMessageError, match="only text and image") as caught:
+            agent.stream([user(block)])
+        assert caught.value.path == path
+    assert not marker.exists()
+
+
+# Lone surrogates (surrogateescape-decoded bytes, a split pair) cannot be UTF-8.
+NOT_UTF8 = ["caf\udce9", "\ud800", "a\udfffb"]
+
+
+@pytest.mark.parametrize("prompt", NOT_UTF8)
+@pytest.mark.parametrize("input_mode", ["stdin", "argument", "none"])
+async def test_a_prompt_that_is_not_utf8_is_rejected_before_anything(
+    tmp_path, prompt, input_mode
+):
+    marker = tmp_path / "MARK"
+    hooked = []
+    agent = Agent(
+        AgentConfig(
+            name="a",
+            backend=marker_config(marker, input=input_mode),
+            before_run=hooked.append,
+        )
+    )
+    with pytest.raises(InvalidMessageError, match="lone surrogate") as caught:
+        agent.stream(prompt)
+    assert caught.value.__cause__.__class__ is UnicodeEncodeError
+    with pytest.raises(InvalidMessageError, match="lone surrogate"):
+        agent.run_sync(prompt)
+    with pytest.raises(InvalidMessageError, match="lone surrogate"):
+        await agent.prompt(prompt)
+    assert hooked == []
+    assert agent.get_history() == []
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("prompt", ["a\0b", "\0"])
+async def test_a_nul_prompt_is_rejected_before_spawning_when_it_is_an_argument(
+    tmp_path, prompt
+):
+    marker = tmp_path / "MARK"
+    hooked = []
+    agent = Agent(
+        AgentConfig(
+            name="a",
+            backend=marker_config(marker, input="argument"),
+            before_run=hooked.append,
+        )
+    )
+    with pytest.raises(InvalidMessageError, match="cannot carry a NUL character"):
+        agent.stream(prompt)
+    with pytest.raises(InvalidMessageError, match="cannot carry a NUL character"):
+        agent.run_sync(prompt)
+    assert hooked == []
+    assert not marker.exists()
+
+
+async def test_a_nul_prompt_reaches_a_stdin_child_intact():
+    agent = Agent(AgentConfig(name="a", backend=echo_config()))
+    result = await agent.run("a\0b")
+    assert result.success, result.error
+    assert result.output == "a\0b"
+
+
+@pytest.mark.parametrize(
+    ("system_prompt", "input_mode", "fragment"),
+    [
+        ("caf\udce9", "stdin", "lone surrogate"),
+        ("caf\udce9", "none", "lone surrogate"),
+        ("be\0brief", "argument", "cannot carry a NUL character"),
+    ],
+)
+def test_a_system_prompt_the_backend_cannot_carry_is_rejected_by_the_config(
+    system_prompt, input_mode, fragment
+):
+    backend = ProcessBackendConfig(command="cat", input=input_mode)
+    with pytest.raises(InvalidMessageError, match=fragment) as caught:
+        AgentConfig(name="a", backend=backend, system_prompt=system_prompt)
+    assert caught.value.path == ("system_prompt",)
+    assert str(caught.value).startswith("system_prompt: ")
+    # A NUL is fine where it is carried: stdin is bytes.
+    AgentConfig(
+        name="a", backend=ProcessBackendConfig(command="cat"), system_prompt="a\0b"
+    )
