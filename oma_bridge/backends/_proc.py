@@ -19,11 +19,11 @@ import signal
 import subprocess
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from ..bridge.errors import BackendStartError
+from ..bridge.errors import BackendExitError, BackendStartError
 from ._redact import redact
 
 if TYPE_CHECKING:
@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from typing import IO
 
 _LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
+
+#: ``Child.returncode`` after ``reap()`` when the exit status could not be
+#: collected: the host ignores SIGCHLD (or reaps children itself), so the kernel
+#: discarded it. One past the largest exit status and not negative, so it is
+#: never a real status or a signal; ``exit_error`` reports it as unknown.
+EXIT_UNKNOWN: Final = 256
 
 
 def child_env(
@@ -108,6 +114,22 @@ def exit_signal(code: int) -> str | None:
         return f"signal {-code}"
 
 
+def exit_error(command: str, code: int, tail: str) -> BackendExitError:
+    """The error for a child that ended with ``code`` (non-zero or unknown).
+
+    Args:
+        command: The command as configured, for the message.
+        code: As ``reap()`` returns it: negative for a signal, or EXIT_UNKNOWN.
+        tail: Its stderr tail, secrets already redacted.
+    """
+    if code == EXIT_UNKNOWN:
+        return BackendExitError(command, stderr_tail=tail)
+    name = exit_signal(code)
+    if name is not None:
+        return BackendExitError(command, signal=name, stderr_tail=tail)
+    return BackendExitError(command, exit_code=code, stderr_tail=tail)
+
+
 class StderrTail:
     """The last ``limit`` bytes a child wrote (stderr, or a terminal's output).
 
@@ -153,6 +175,9 @@ class Child:
     Attributes:
         stdin, stdout, stderr: Non-blocking descriptors, or -1 when not piped or
             already closed.
+        returncode: None until ``reap()``; then the exit code as
+            ``os.waitstatus_to_exitcode`` gives it (negative for a signal), or
+            ``EXIT_UNKNOWN`` when the host had the kernel discard the status.
     """
 
     def __init__(
@@ -265,11 +290,19 @@ class Child:
 
         The leader's zombie keeps the process-group id reserved until it is
         reaped, so the group kill cannot hit an unrelated process.
+
+        Returns:
+            The exit code, or ``EXIT_UNKNOWN`` when there is no status to collect
+            (the host ignores SIGCHLD, so the kernel reaped the child itself).
         """
         if self.returncode is None:
             self.killpg(signal.SIGKILL)
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.returncode = EXIT_UNKNOWN
+            else:
+                self.returncode = os.waitstatus_to_exitcode(status)
             if self._popen is not None:
                 self._popen.returncode = self.returncode  # it must not reap again
             _LIVE.discard(self)

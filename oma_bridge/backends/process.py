@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import functools
+import logging
 import os
 import selectors
 import time
@@ -15,7 +17,6 @@ import anyio
 
 from ..bridge import (
     AgentRunResult,
-    BackendExitError,
     BackendTimeout,
     DoneEvent,
     ErrorEvent,
@@ -24,10 +25,11 @@ from ..bridge import (
     TextEvent,
 )
 from ._proc import (
+    EXIT_UNKNOWN,
     Child,
     StderrTail,
     child_environb,
-    exit_signal,
+    exit_error,
     resolve_executable,
 )
 from ._redact import secret_values
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from ..bridge import RunRequest, StreamEvent
 
 __all__ = ("ProcessBackend", "ProcessBackendConfig")
+
+logger = logging.getLogger(__name__)
 
 InputMode = Literal["stdin", "argument", "none"]
 _READ_SIZE = 64 * 1024
@@ -106,7 +110,12 @@ class ProcessBackendConfig:
 
 @final
 class ProcessBackend:
-    """Runs the configured command once per run; holds no process between runs."""
+    """Runs the configured command once per run; holds no process between runs.
+
+    When the host process ignores SIGCHLD, the kernel discards each child's exit
+    status: a run that ends on its own is then a success with ``exit_code`` None
+    (as with ``subprocess``), and a warning is logged once.
+    """
 
     def __init__(self, config: ProcessBackendConfig) -> None:
         self.config = config
@@ -155,6 +164,15 @@ class ProcessBackend:
         """Stop runs still in flight (their callers see them end as aborted)."""
         for run in list(self._runs):
             await run.aclose()
+
+
+@functools.cache
+def _warn_unknown_status() -> None:
+    logger.warning(
+        "This process ignores SIGCHLD, so the exit status of agent processes is "
+        "unknown; runs that end on their own are reported as successes "
+        "(exit_code None)."
+    )
 
 
 def _prompt_text(request: RunRequest) -> str:
@@ -448,17 +466,18 @@ class _ProcessRun:
         assert child is not None
         code = child.reap()
         error: OmaBridgeError | None = None
-        if code != 0:
+        if code == EXIT_UNKNOWN:
+            # The host ignores SIGCHLD: the output is complete but the status is
+            # gone. Like subprocess, take the run as a success (exit_code None).
+            _warn_unknown_status()
+        elif code != 0:
             error = self._exit_error(code)
         return self._terminal(error, exit_code=code)
 
-    def _exit_error(self, code: int) -> BackendExitError:
+    def _exit_error(self, code: int) -> OmaBridgeError:
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         tail = self._tail.text(secret_values(env))
-        name = exit_signal(code)
-        if name is not None:
-            return BackendExitError(self._config.command, signal=name, stderr_tail=tail)
-        return BackendExitError(self._config.command, exit_code=code, stderr_tail=tail)
+        return exit_error(self._config.command, code, tail)
 
     def _timed_out(self) -> DoneEvent | ErrorEvent:
         """The event after the deadline killed the tree."""
@@ -503,7 +522,7 @@ class _ProcessRun:
             ],
             error=error,
             duration_s=time.monotonic() - self._started,
-            exit_code=exit_code,
+            exit_code=None if exit_code == EXIT_UNKNOWN else exit_code,
             output_truncated=self._truncated,
             aborted=aborted,
         )

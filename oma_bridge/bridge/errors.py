@@ -112,7 +112,8 @@ class BackendExitError(OmaBridgeError):
     """The agent process ended with a non-zero exit code or was killed by a signal.
 
     Attributes:
-        exit_code: The exit status, or None when a signal ended it.
+        exit_code: The exit status, or None when a signal ended it or the
+            status is unknown (the host process ignores SIGCHLD).
         signal: The signal's name (``"SIGKILL"``), or None.
         stderr_tail: The last lines of its stderr, secrets redacted.
     """
@@ -131,7 +132,12 @@ class BackendExitError(OmaBridgeError):
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
-        how = f"was killed by {signal}" if signal else f"exited with code {exit_code}"
+        if signal:
+            how = f"was killed by {signal}"
+        elif exit_code is None:
+            how = "ended; its exit status is unknown (this process ignores SIGCHLD)"
+        else:
+            how = f"exited with code {exit_code}"
         message = f"{command!r} {how}."
         if stderr_tail.strip():
             message += (

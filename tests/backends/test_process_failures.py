@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 import anyio
@@ -14,6 +16,8 @@ from oma_bridge import (
     BackendStartError,
     ProcessBackendConfig,
 )
+from oma_bridge.backends._proc import EXIT_UNKNOWN
+from oma_bridge.backends._proc import exit_error as make_exit_error
 
 from ._support import HANG_GUARD, make_agent, peer
 
@@ -59,6 +63,76 @@ async def test_killed_by_a_signal_names_it(sig: str) -> None:
     assert error.exit_code is None
     assert sig in str(error)
     assert "about to die" in error.stderr_tail
+
+
+def test_exit_error_maps_codes_signals_and_an_unknown_status() -> None:
+    coded = make_exit_error("agent", 3, "tail")
+    assert (coded.exit_code, coded.signal, coded.stderr_tail) == (3, None, "tail")
+    killed = make_exit_error("agent", -9, "")
+    assert (killed.exit_code, killed.signal) == (None, "SIGKILL")
+    unknown = make_exit_error("agent", EXIT_UNKNOWN, "")
+    assert (unknown.exit_code, unknown.signal) == (None, None)
+    assert "exit status is unknown" in str(unknown)
+    assert str(EXIT_UNKNOWN) not in str(unknown)
+
+
+# Some host applications ignore SIGCHLD to avoid zombies: the kernel then reaps
+# every child itself and waitpid() fails with ECHILD.
+SIGCHLD_IGNORED = textwrap.dedent(
+    """
+    import os, shutil, signal, sys
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    import anyio
+    from oma_bridge import Agent, AgentConfig, BackendTimeout, ProcessBackendConfig
+    from oma_bridge.backends._proc import _LIVE, EXIT_UNKNOWN, Child
+
+    def agent(**config):
+        return Agent(AgentConfig(name="t", backend=ProcessBackendConfig(**config)))
+
+    result = agent(command="cat").run_sync("hi")
+    assert (result.success, result.output, result.exit_code) == (True, "hi", None)
+
+    async def main():
+        with anyio.fail_after(10):
+            result = await agent(command="cat").run("hi")
+            assert (result.success, result.output) == (True, "hi"), result
+            assert result.exit_code is None
+            slow = agent(command="sleep", args=("30",), input="none", timeout=0.2)
+            result = await slow.run("")
+            assert isinstance(result.error, BackendTimeout), result.error
+            assert result.exit_code is None
+
+    for backend in ("asyncio", "trio"):
+        anyio.run(main, backend=backend)
+
+    env = dict(os.environb)
+    true, sleep = shutil.which("true"), shutil.which("sleep")
+    child = Child([true], env=env, cwd=None, pipe_stdin=False)
+    assert child.reap() == EXIT_UNKNOWN == child.returncode
+    assert child.pidfd == -1 and child not in _LIVE
+    child.close()
+    # Left running: the finalizer and atexit reap it, and must not fail either.
+    dropped = Child([sleep, "30"], env=env, cwd=None, pipe_stdin=False)
+    dropped = None
+    kept = Child([sleep, "30"], env=env, cwd=None, pipe_stdin=False)
+    print("done")
+    """
+)
+
+
+def test_an_ignored_sigchld_gives_an_unknown_status_not_a_crash() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGCHLD_IGNORED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done\n"
+    assert "Traceback" not in proc.stderr
+    assert "Exception ignored" not in proc.stderr
+    assert proc.stderr.count("ignores SIGCHLD") == 1, proc.stderr
 
 
 async def test_stderr_secrets_are_redacted_from_the_error() -> None:
