@@ -8,10 +8,19 @@ tasks: descriptors registered there (an agent's stderr, a terminal's output,
 a pidfd) are serviced by their callbacks whenever the owner of the main stream
 waits. Both wait on one epoll/kqueue descriptor, which is itself pollable, so a
 single ``wait_readable`` covers them all.
+
+Closing: whoever closes a descriptor another task may be waiting on calls
+``anyio.notify_closing`` first (``aclose()`` and ``SideChannels.close()`` do it
+for what they wait on), so the waiter wakes with ``ClosedResourceError``
+instead of polling a number the kernel may hand out again. A descriptor
+closed under a stream anyway (``EBADF``) is reported the same way, never as a
+raw ``OSError``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import selectors
 from typing import TYPE_CHECKING, final
@@ -28,6 +37,35 @@ __all__ = ("FdReceiveStream", "FdSendStream", "SideChannels")
 _READ_SIZE = 64 * 1024
 
 
+def _raise_if_closed(exc: OSError) -> None:
+    """``ClosedResourceError`` for a descriptor closed under us (``EBADF``)."""
+    if exc.errno == errno.EBADF:
+        raise anyio.ClosedResourceError from exc
+
+
+async def _wait_readable(fd: int) -> None:
+    try:
+        await anyio.wait_readable(fd)
+    except OSError as exc:  # registering an fd that is already closed
+        _raise_if_closed(exc)
+        raise
+
+
+async def _wait_writable(fd: int) -> None:
+    try:
+        await anyio.wait_writable(fd)
+    except OSError as exc:
+        _raise_if_closed(exc)
+        raise
+
+
+def _notify_closing(fd: int) -> None:
+    """Wake the tasks waiting on ``fd`` (they get ClosedResourceError)."""
+    # Outside an event loop nobody can be waiting.
+    with contextlib.suppress(RuntimeError):
+        anyio.notify_closing(fd)
+
+
 @final
 class SideChannels:
     """Descriptors drained by callbacks whenever their owner waits.
@@ -38,39 +76,65 @@ class SideChannels:
 
     def __init__(self) -> None:
         self._sel = selectors.DefaultSelector()
+        self._fd = self._sel.fileno()
+        self.closed = False
 
     def fileno(self) -> int:
-        return self._sel.fileno()
+        return self._fd
 
     def add(self, fd: int, callback: Callable[[], None]) -> None:
+        """Register ``fd``.
+
+        Raises:
+            anyio.ClosedResourceError: ``close()`` was called.
+        """
+        if self.closed:
+            raise anyio.ClosedResourceError
         self._sel.register(fd, selectors.EVENT_READ, callback)
 
     def remove(self, fd: int) -> None:
-        if fd in self._sel.get_map():
+        if not self.closed and fd in self._sel.get_map():
             self._sel.unregister(fd)
 
     def service(self) -> bool:
         """Run the callbacks of ready descriptors; True if any was ready."""
+        if self.closed:
+            return False
         ready = self._sel.select(0)
         for key, _ in ready:
             key.data()
         return bool(ready)
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
-        """Service the side channels until ``predicate()`` holds; cancellable."""
+        """Service the side channels until ``predicate()`` holds; cancellable.
+
+        Raises:
+            anyio.ClosedResourceError: ``close()`` was called before it held.
+        """
         while True:
             self.service()
             if predicate():
                 return
-            await anyio.wait_readable(self._sel.fileno())
+            if self.closed:
+                raise anyio.ClosedResourceError
+            await _wait_readable(self._fd)
 
     def close(self) -> None:
+        """Close, waking a task in ``wait_until`` (it gets ClosedResourceError)."""
+        if self.closed:
+            return
+        self.closed = True
+        _notify_closing(self._fd)
         self._sel.close()
 
 
 @final
 class FdReceiveStream(anyio.abc.ByteReceiveStream):
     """Reads a non-blocking descriptor it does not own (closing is the owner's job).
+
+    The owner calls ``aclose()`` before closing the descriptor: a receive in
+    another task then wakes, and every later one raises, ClosedResourceError
+    rather than reading whatever file reuses the number.
 
     Args:
         fd: The descriptor to read.
@@ -81,6 +145,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._fd = fd
         self._side = side
         self._sel: selectors.DefaultSelector | None = None
+        self._closed = False
         if side is not None:
             self._sel = selectors.DefaultSelector()
             self._sel.register(fd, selectors.EVENT_READ)
@@ -88,16 +153,21 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 
     async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
         while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
             try:
                 data = os.read(self._fd, max_bytes)
             except BlockingIOError:
                 pass
+            except OSError as exc:
+                _raise_if_closed(exc)
+                raise
             else:
                 if not data:
                     raise anyio.EndOfStream
                 return data
             if self._sel is None:
-                await anyio.wait_readable(self._fd)
+                await _wait_readable(self._fd)
                 continue
             assert self._side is not None
             if self._side.service():
@@ -105,12 +175,19 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 # this loop from ever yielding: cancellation is delivered here.
                 await anyio.lowlevel.checkpoint()
             else:
-                await anyio.wait_readable(self._sel.fileno())
+                await _wait_readable(self._sel.fileno())
 
     async def aclose(self) -> None:
+        """Wake a pending ``receive`` and fail later ones (ClosedResourceError)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._sel is not None:
+            _notify_closing(self._sel.fileno())
             self._sel.close()
             self._sel = None
+        else:
+            _notify_closing(self._fd)
 
 
 @final
@@ -129,6 +206,10 @@ class FdSendStream(anyio.abc.ByteSendStream):
     Attributes:
         torn: A write was cancelled after part of the data went out, so the
             byte stream no longer splits into whole frames.
+
+    After ``aclose()`` every ``send`` raises ClosedResourceError without
+    touching the descriptor (its number may belong to another file by then);
+    the owner wakes a blocked send with ``anyio.notify_closing`` before closing.
     """
 
     def __init__(
@@ -141,9 +222,12 @@ class FdSendStream(anyio.abc.ByteSendStream):
         self._fd = fd
         self._on_eof = on_eof
         self._finish_within = finish_within
+        self._closed = False
         self.torn = False
 
     async def send(self, item: bytes) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
         view = memoryview(item)
         sent = self._write(view)
         if sent == len(view):
@@ -161,7 +245,7 @@ class FdSendStream(anyio.abc.ByteSendStream):
     async def _send_rest(self, view: memoryview, sent: int) -> None:
         try:
             while sent < len(view):
-                await anyio.wait_writable(self._fd)
+                await _wait_writable(self._fd)
                 sent += self._write(view[sent:])
         except BaseException:
             if sent:
@@ -174,6 +258,7 @@ class FdSendStream(anyio.abc.ByteSendStream):
         except BlockingIOError:
             return 0
         except OSError as exc:  # BrokenPipeError among them
+            _raise_if_closed(exc)
             raise anyio.BrokenResourceError from exc
 
     async def send_eof(self) -> None:
@@ -181,4 +266,5 @@ class FdSendStream(anyio.abc.ByteSendStream):
             self._on_eof()
 
     async def aclose(self) -> None:
+        self._closed = True
         await self.send_eof()
