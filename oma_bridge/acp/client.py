@@ -23,16 +23,34 @@ permission request with the ``cancelled`` outcome, others with ``-32800``),
 ``session/cancel`` is sent, the turn is drained for ``cancel_grace`` seconds
 under a shield, and if the agent does not end it, its whole process group is
 killed and reaped; the next run starts a fresh agent. Terminals are released
-at the end of every turn.
+at the end of every turn. Once ``session/cancel`` is on its way, every
+permission request is answered ``cancelled`` without asking the policy,
+callback or delegate (ACP, prompt turn: cancellation).
+
+A run abandoned without ``aclose()`` (a plain ``async for ... break``) cannot
+clean up: a class-based async iterator has no finalizer that may await. The
+backend and the agent refer to the run in flight only weakly, so once the
+consumer drops it, the next run sees its turn was abandoned, stops that agent
+and starts a fresh one.
+
+``AcpBackend.aclose()`` from another task: SIGTERM to the agent's group, then,
+after ``kill_grace + cancel_grace``, SIGKILL; the run's own task sees end of
+file and ends with an aborted result. Only once the run has let go (or a bounded
+wait has passed) are the descriptors closed, and then with
+``anyio.notify_closing``, so the run's task gets ``ClosedResourceError`` and
+still ends with an aborted result. Runs queued behind the active one end with an
+aborted failure, and no agent is started after ``aclose()``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import signal
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,14 +63,13 @@ from ..backends._proc import (
     Child,
     StderrTail,
     child_env,
-    exit_signal,
+    exit_error,
     resolve_executable,
 )
 from ..backends._redact import secret_values
 from ..bridge import (
     AgentRefusal,
     AgentRunResult,
-    BackendExitError,
     BackendStartError,
     BackendTimeout,
     DoneEvent,
@@ -130,6 +147,9 @@ _AUTH_ADVICE = (
     "agent's own command first"
 )
 _CANCELLED_OUTCOME: dict[str, JSONValue] = {"outcome": {"outcome": "cancelled"}}
+#: How often a run queued behind another checks whether that one was abandoned
+#: (dropped without aclose(): nothing wakes the queue then).
+_ABANDONED_POLL = 0.2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,7 +303,11 @@ class _AgentProcess:
         self.replaying = False
         self.last_used = 0  # cumulative usage_update.used at the end of the last turn
         self.last_cost: float | None = None
-        self.run: _AcpRun | None = None  # the run whose turn is in flight
+        # The run whose turn is in flight: weak, so a run its consumer dropped
+        # without aclose() dies and is noticed (see AcpBackend._active).
+        self.run: weakref.ref[_AcpRun] | None = None
+        # session/cancel is on its way: permission requests get `cancelled`.
+        self.cancelling = False
         self.sandbox = FileSandbox(
             (self.cwd, *config.extra_roots), max_bytes=config.max_line_bytes // 2
         )
@@ -513,15 +537,21 @@ class _AgentProcess:
     # -- the Handler protocol -------------------------------------------------------
 
     def handle_notification(self, method: str, params: JSONValue) -> None:
-        if method != m.SESSION_UPDATE or self.replaying or self.run is None:
+        run = self.run() if self.run is not None else None
+        if method != m.SESSION_UPDATE or self.replaying or run is None:
             return
         if not isinstance(params, dict) or params.get("sessionId") != self.session_id:
             return
         update = params.get("update")
         if isinstance(update, dict):
-            self.run.on_update(update)
+            run.on_update(update)
 
     async def handle_request(self, method: str, params: JSONValue) -> JSONValue:
+        if method == m.SESSION_REQUEST_PERMISSION and self.cancelling:
+            # ACP (prompt turn, cancellation): after session/cancel the client
+            # MUST answer pending permission requests with `cancelled`; no
+            # policy, callback or delegate may approve anything any more.
+            return _CANCELLED_OUTCOME
         if self.config.delegate is not None and method.startswith(("fs/", "terminal/")):
             result = await self._delegated(method, params)
             if result is not None:
@@ -596,7 +626,7 @@ class _AgentProcess:
         result: JSONValue = None
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.side.wait_until, lambda: False)
+            tg.start_soon(self._keep_drained)
             try:
                 result = await delegate(method, params)
             except Exception as exc:  # raised below, not wrapped in a group
@@ -609,6 +639,12 @@ class _AgentProcess:
         if failure is not None:
             raise failure
         return result
+
+    async def _keep_drained(self) -> None:
+        """Service the side channels until cancelled (a sibling of a callback)."""
+        with contextlib.suppress(anyio.ClosedResourceError):
+            await self.side.wait_until(lambda: False)
+        await anyio.sleep_forever()  # closed by AcpBackend.aclose(): nothing to drain
 
     async def _decide(self, request: PermissionRequest) -> PermissionAnswer | None:
         policy = self.config.permission
@@ -624,7 +660,7 @@ class _AgentProcess:
                 async with anyio.create_task_group() as tg:
                     # Keep stderr and terminals drained while the callback runs;
                     # this task group lives only inside this call.
-                    tg.start_soon(self.side.wait_until, lambda: False)
+                    tg.start_soon(self._keep_drained)
                     answer = policy(request)
                     if inspect.isawaitable(answer):
                         answer = await answer
@@ -663,7 +699,12 @@ class _AgentProcess:
     # -- stop ----------------------------------------------------------------------
 
     async def stop(self) -> None:
-        """Close stdin, terminate and reap the whole group, release everything."""
+        """Close stdin, terminate and reap the whole group, release everything.
+
+        A task still reading or writing the agent's pipes (a run that
+        ``AcpBackend.aclose()`` gave up waiting for) is woken with
+        ``ClosedResourceError`` before they are closed.
+        """
         if self.stopped:
             return
         self.stopped = True
@@ -672,18 +713,26 @@ class _AgentProcess:
                 self.terminals.release_all()
             child = self.child
             if child is not None:
+                if child.stdin >= 0:
+                    anyio.notify_closing(child.stdin)
+                if self.writer is not None:
+                    await self.writer.aclose()
                 child.close_stdin()
                 if not child.has_exited():
                     # A polite agent exits when its stdin closes.
-                    with anyio.move_on_after(min(self.config.kill_grace, 0.5)):
+                    with (
+                        anyio.move_on_after(min(self.config.kill_grace, 0.5)),
+                        contextlib.suppress(anyio.ClosedResourceError),
+                    ):
                         await self.side.wait_until(child.has_exited)
                 await child.terminate(self.config.kill_grace)
-                if child.stderr >= 0:
-                    self.side.remove(child.stderr)
-                    self.stderr_text()
-                child.close()
             if self.reader is not None:
-                await self.reader.aclose()
+                await self.reader.aclose()  # before its descriptor is closed
+            if child is not None:
+                for fd in (child.stdout, child.stderr):
+                    if fd >= 0:
+                        anyio.notify_closing(fd)
+                child.close()
             self.side.close()
 
     async def explain(self, exc: OmaBridgeError) -> OmaBridgeError:
@@ -697,18 +746,13 @@ class _AgentProcess:
         if child is None or not isinstance(exc, ProtocolError):
             return exc
         if self.stream is not None and self.stream.at_eof:
-            with anyio.move_on_after(self.config.kill_grace):
+            with (
+                anyio.move_on_after(self.config.kill_grace),
+                contextlib.suppress(anyio.ClosedResourceError),
+            ):
                 await self.side.wait_until(child.has_exited)
         if child.has_exited():
-            code = child.reap()
-            tail = self.stderr_text()
-            if (name := exit_signal(code)) is not None:
-                return BackendExitError(
-                    self.config.command, signal=name, stderr_tail=tail
-                )
-            return BackendExitError(
-                self.config.command, exit_code=code, stderr_tail=tail
-            )
+            return exit_error(self.config.command, child.reap(), self.stderr_text())
         tail = self.stderr_text().strip()
         if not tail:
             return exc
@@ -731,8 +775,16 @@ class AcpBackend:
     def __init__(self, config: AcpBackendConfig) -> None:
         self.config = config
         self._agent: _AgentProcess | None = None
-        self._active: _AcpRun | None = None
-        self._idle: anyio.Event | None = None
+        # The run whose turn holds the session. Weak on purpose: a run dropped
+        # by its consumer without aclose() (``async for ... break``) has no
+        # finalizer that may await, so instead its death is how the next run
+        # learns the turn was abandoned (a dead reference here): that run then
+        # stops the agent, whose turn state it cannot know, and starts afresh.
+        self._active: weakref.ref[_AcpRun] | None = None
+        self._idle: anyio.Event | None = None  # set when _active is released
+        self._closed = False  # aclose() was called: start no agent, queue no run
+        self._queued = 0  # runs waiting in _begin for the session
+        self._unqueued: anyio.Event | None = None  # set when _queued drops to 0
 
     @property
     def input_profile(self) -> InputProfile:
@@ -748,12 +800,29 @@ class AcpBackend:
         """One prompt turn; nothing starts until the first iteration."""
         return _AcpRun(self, request)
 
+    def _active_run(self) -> _AcpRun | None:
+        return self._active() if self._active is not None else None
+
+    def _closed_error(self) -> BackendStartError:
+        return BackendStartError(
+            self.config.command,
+            reason="the backend was closed (AcpBackend.aclose()); create a new one "
+            "to run again",
+        )
+
+    def _wake_queued(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
     async def _agent_for_run(self) -> _AgentProcess:
         agent = self._agent
         if agent is not None and (agent.stopped or (agent.conn and agent.conn.error)):
             await self._drop_agent()
             agent = None
         if agent is None:
+            if self._closed:  # checked after the await: never spawn after aclose()
+                raise self._closed_error()
             agent = _AgentProcess(self.config)
             self._agent = agent
             try:
@@ -784,23 +853,49 @@ class AcpBackend:
     async def aclose(self) -> None:
         """Stop the agent: close its stdin, terminate and reap its process group.
 
-        A run in flight in another task ends as aborted.
+        The backend is closed for good: a run in flight in another task ends as
+        aborted, runs queued behind it end with an aborted ``BackendStartError``,
+        and so does every later run. Shielded and bounded: it waits at most
+        ``kill_grace + cancel_grace`` for the run in flight after SIGTERM,
+        ``kill_grace`` more after SIGKILL, and ``cancel_grace`` for queued runs.
         """
+        config = self.config
         with anyio.CancelScope(shield=True):
-            run = self._active
-            if run is not None and self._agent is not None and self._agent.child:
+            self._closed = True
+            self._wake_queued()  # queued runs see _closed and leave
+            ref, agent = self._active, self._agent
+            run = self._active_run()
+            if run is not None:
                 # The run's own task owns the descriptors; kill the group and
                 # let it see end of file and clean up.
                 run.closing = True
-                self._agent.child.killpg(signal.SIGTERM)
-                with anyio.move_on_after(
-                    self.config.kill_grace + self.config.cancel_grace
-                ):
-                    while self._active is run:
-                        if self._idle is None:
-                            self._idle = anyio.Event()
-                        await self._idle.wait()
+                del run  # hold no strong reference while waiting (see _active)
+                child = agent.child if agent is not None else None
+                if child is not None:
+                    child.killpg(signal.SIGTERM)
+                grace = config.kill_grace + config.cancel_grace
+                if not await self._released(ref, grace) and child is not None:
+                    # It ignores SIGTERM (or a grandchild holds its stdout):
+                    # nothing ignores SIGKILL, so a run being driven sees EOF.
+                    child.killpg(signal.SIGKILL)
+                    await self._released(ref, config.kill_grace)
+            with anyio.move_on_after(config.cancel_grace):
+                while self._queued:
+                    if self._unqueued is None:
+                        self._unqueued = anyio.Event()
+                    await self._unqueued.wait()
+            # If the run has not let go (its consumer is not iterating), stop()
+            # wakes its waits with ClosedResourceError before closing anything.
             await self._drop_agent()
+
+    async def _released(self, ref: weakref.ref[_AcpRun] | None, within: float) -> bool:
+        """Wait up to ``within`` seconds for the run behind ``ref`` to let go."""
+        with anyio.move_on_after(within):
+            while self._active is ref and ref is not None and ref() is not None:
+                if self._idle is None:
+                    self._idle = anyio.Event()
+                await self._idle.wait()
+        return not (self._active is ref and ref is not None and ref() is not None)
 
     dispose = aclose
 
@@ -866,6 +961,16 @@ class _AcpRun:
             return self._events.popleft()
         except OmaBridgeError as exc:
             return await self._fail(exc)
+        except anyio.ClosedResourceError:
+            # AcpBackend.aclose() closed the pipes under this run (a backstop:
+            # the framing and the connection turn most of these into EOF).
+            error: OmaBridgeError = ProtocolError(
+                "The agent's pipes were closed (AcpBackend.aclose())."
+            )
+            if self._agent is not None and self._agent.conn is not None:
+                error = self._agent.conn.fail(error)
+            self.closing = True
+            return await self._fail(error)
         except BaseException:
             await self.aclose()
             raise
@@ -874,15 +979,37 @@ class _AcpRun:
 
     async def _begin(self) -> OmaBridgeError | None:
         backend = self._backend
-        while backend._active is not None:  # one turn at a time per session
-            if backend._idle is None:
-                backend._idle = anyio.Event()
-            await backend._idle.wait()
-        backend._active = self
+        backend._queued += 1
+        try:
+            # One turn at a time per session. Hold no strong reference to the
+            # active run while waiting: its death is the abandoned-turn signal,
+            # and it comes without a wake-up, so look again now and then.
+            while backend._active_run() is not None and not backend._closed:
+                if backend._idle is None:
+                    backend._idle = anyio.Event()
+                with anyio.move_on_after(_ABANDONED_POLL):
+                    await backend._idle.wait()
+        finally:
+            backend._queued -= 1
+            if not backend._queued and backend._unqueued is not None:
+                backend._unqueued.set()
+                backend._unqueued = None
+        if backend._closed:
+            self.closing = True
+            return backend._closed_error()
+        abandoned = backend._active is not None  # a dead reference
+        backend._active = weakref.ref(self)
         self._owns_backend = True
         self._started = time.monotonic()
         if self._config.timeout is not None:
             self._deadline = self._started + self._config.timeout
+        if abandoned:
+            logger.warning(
+                "a run of %r was dropped without aclose() in mid-turn; "
+                "restarting the agent",
+                self._config.command,
+            )
+            await backend._drop_agent()
         try:
             agent = await backend._agent_for_run()
         except OmaBridgeError as exc:
@@ -901,7 +1028,7 @@ class _AcpRun:
         if self._request.system_prompt and not agent.system_prompt_sent:
             # ACP has no system prompt; the session's first prompt carries it.
             text = f"{self._request.system_prompt}\n\n{text}"
-        agent.run = self
+        agent.run = weakref.ref(self)
         self._prompt_id = await agent.conn.send_request(
             m.SESSION_PROMPT,
             {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": text}]},
@@ -1048,14 +1175,19 @@ class _AcpRun:
 
     async def _fail(self, exc: OmaBridgeError) -> StreamEvent:
         agent = self._agent
-        if (
-            agent is not None
-            and agent.conn is not None
-            and agent.conn.error is not None
-        ):
-            exc = await agent.explain(exc)
-            await self._backend._drop_agent()
-        return self._terminal(exc, aborted=self.closing)
+        try:
+            if (
+                agent is not None
+                and agent.conn is not None
+                and agent.conn.error is not None
+            ):
+                exc = await agent.explain(exc)  # cancellable: waits for the exit
+                await self._backend._drop_agent()
+            aborted = self.closing or self._backend._closed
+            return self._terminal(exc, aborted=aborted)
+        finally:
+            if not self._finished:  # cancelled in explain(): stop the turn anyway
+                await self.aclose()
 
     async def _time_out(self) -> StreamEvent:
         await self._cancel_turn()
@@ -1075,6 +1207,7 @@ class _AcpRun:
                 if agent is not None and self._prompt_id is None:
                     await self._backend._drop_agent()  # cancelled while starting
                 return
+            agent.cancelling = True  # cleared by _release()
             conn = agent.conn
             done = False
             try:
@@ -1091,6 +1224,8 @@ class _AcpRun:
                         done = True
             except OmaBridgeError:
                 done = conn.error is None
+            except anyio.ClosedResourceError:  # AcpBackend.aclose() closed it
+                done = False
             if not done:
                 await self._backend._drop_agent()
             else:
@@ -1130,16 +1265,15 @@ class _AcpRun:
         self._finished = True
         agent = self._agent
         if agent is not None:
-            if agent.run is self:
+            if agent.run is not None and agent.run() is self:
                 agent.run = None
+            agent.cancelling = False
             if agent.terminals is not None:
                 agent.terminals.release_all()
         backend = self._backend
-        if self._owns_backend and backend._active is self:
+        if self._owns_backend and backend._active_run() is self:
             backend._active = None
-            if backend._idle is not None:
-                backend._idle.set()
-                backend._idle = None
+            backend._wake_queued()
 
     async def aclose(self) -> None:
         """Stop the turn (see the module docstring); idempotent, never raises."""

@@ -5,13 +5,15 @@ initialize), --auth (session/new answers -32000 until authenticate), --load
 (advertise loadSession; session/load replays one exchange), --resume (advertise
 session resume), --modes (session/new returns modes), --config (session/new
 returns config options: model model-1|model-2, grouped), --stderr-noise N (write
-N KiB to stderr at start).
+N KiB to stderr at start), --ignore-sigterm.
 Env: ACP_LOG=path appends every received frame as one JSON line.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
   stop:REASON  perm:KIND  read:PATH[:LINE:LIMIT]  write:PATH:TEXT
   term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
+  cancelperm:KIND (like slow, but asks permission after session/cancel)
+  closeout (close stdout, log "closed stdout", stay alive until stdin closes)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
 import time
 
@@ -238,6 +241,32 @@ def prompt_turn(sid: str, text: str) -> str:
             chunk(
                 sid, json.dumps({"exit": waited["result"], "output": output["result"]})
             )
+        elif name == "cancelperm":
+            # Stream until session/cancel, then ask permission anyway: a request
+            # already on its way when the cancel arrived.
+            while (msg := next_msg(timeout=0.02)) is None or msg.get(
+                "method"
+            ) != "session/cancel":
+                chunk(sid, "working ")
+            call(
+                "session/request_permission",
+                {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "p2", "title": "rm -rf", "kind": arg},
+                    "options": [
+                        {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+                    ],
+                },
+            )
+            return "cancelled"
+        elif name == "closeout":
+            chunk(sid, "closing")
+            os.close(1)
+            log({"_sent": "closed stdout", "id": None})
+            while os.read(0, 65536):
+                pass
+            os._exit(0)
         elif name == "slow":
             # Stream until session/cancel arrives, then end the turn as cancelled.
             i = 0
@@ -264,6 +293,8 @@ def prompt_turn(sid: str, text: str) -> str:
 
 
 def main() -> None:
+    if "--ignore-sigterm" in ARGS:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     authed = False
     fail_once = flag_value("--fail-once")
     if fail_once and not os.path.exists(fail_once):
