@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, final
 import anyio
 
 from ..backends._proc import (
+    EXIT_UNKNOWN,
     Child,
     StderrTail,
     child_env,
@@ -335,7 +336,9 @@ class _Terminal:
             self.side.remove(self.child.pidfd)
         code = self.child.reap()  # also kills what is left of its group
         name = exit_signal(code)
-        self.exit_status = {"exitCode": None if name else code, "signal": name}
+        # Both null when the status is unknown (the host auto-reaps children).
+        known = code != EXIT_UNKNOWN and name is None
+        self.exit_status = {"exitCode": code if known else None, "signal": name}
 
     def poll_exit(self) -> None:
         """Without a pidfd nothing wakes the side channels at exit: look."""
