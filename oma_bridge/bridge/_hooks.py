@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._inputs import admit_prompt, latest_user_text, replace_latest_user_text
+from ._results import AgentRunResult
 from .errors import InvalidMessageError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ._agent import AgentConfig
-    from ._results import AgentRunResult
     from .backend import InputProfile
     from .messages import LLMMessage
 
@@ -102,8 +102,6 @@ async def apply_before_run(
 
 
 async def apply_after_run(hook: AfterRunHook, result: AgentRunResult) -> AgentRunResult:
-    from ._results import AgentRunResult
-
     returned = await _call(hook, result)
     if returned is None:
         return result

@@ -89,8 +89,8 @@ def executor(
     async def attempt(item: BatchItem, config: AgentConfig | Agent) -> Outcome:
         import ray
 
-        if isinstance(config, Agent):
-            config = config.config
+        # run_batch forces fresh_process for Ray: a worker never holds an Agent.
+        assert not isinstance(config, Agent)
         ref = remote[0].remote(config, item.input)  # type: ignore[attr-defined]
         delay = 0.002
         try:
