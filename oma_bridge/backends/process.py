@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import functools
-import logging
 import os
+import queue
+import select
 import selectors
+import signal
+import threading
 import time
 import weakref
 from collections import deque
@@ -31,19 +35,18 @@ from ._proc import (
     child_environb,
     exit_error,
     resolve_executable,
+    spawn_releasing_gil,
 )
 from ._redact import secret_values
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Hashable, Iterable, Mapping
 
     from typing_extensions import Self
 
     from ..bridge import RunRequest, StreamEvent
 
-__all__ = ("ProcessBackend", "ProcessBackendConfig")
-
-logger = logging.getLogger(__name__)
+__all__ = ("ProcessBackend", "ProcessBackendConfig", "RunPool")
 
 InputMode = Literal["stdin", "argument", "none"]
 _READ_SIZE = 64 * 1024
@@ -160,15 +163,192 @@ class ProcessBackend:
         """
         return _ProcessRun(self, request).run_blocking(on_event)
 
+    def run_pool(self) -> RunPool:
+        """Runs side by side without an event loop, on one selector (batch jobs)."""
+        return RunPool(self)
+
     async def aclose(self) -> None:
         """Stop runs still in flight (their callers see them end as aborted)."""
         for run in list(self._runs):
             await run.aclose()
 
 
+@final
+class RunPool:
+    """Many runs of one process backend at once, without an event loop.
+
+    The engine of ``oma-bridge batch`` for process agents: one thread and one
+    selector drive every child, so a run costs a spawn and a few system calls,
+    not a task. ``start`` hands the spawn to a thread and returns; ``wait``
+    does the I/O that is ready and returns the runs that ended. Each run has
+    the same result, limits and cleanup as ``ProcessBackend.run_blocking``.
+    ``wake`` is safe to call from a signal handler; ``stop`` kills every tree
+    still running.
+
+    Why threads spawn: ``posix_spawn`` returns only once the child has exec'd,
+    and on a machine busy with the batch's own children that wait is the
+    largest cost of an item. Spawning threads that release the GIL meanwhile
+    (``spawn_releasing_gil``) keep the loop reading results; where that is
+    not available (not glibc), the loop spawns itself.
+    """
+
+    def __init__(self, backend: ProcessBackend, *, spawners: int = 2) -> None:
+        self._backend = backend
+        self._sel = selectors.DefaultSelector()
+        self._runs: dict[_ProcessRun, Hashable] = {}  # attached to the selector
+        self._spawning: dict[_ProcessRun, Hashable] = {}  # handed to a thread
+        self._to_spawn: queue.SimpleQueue[_ProcessRun | None] = queue.SimpleQueue()
+        self._spawned: deque[tuple[_ProcessRun, OmaBridgeError | None]] = deque()
+        self._threads: list[threading.Thread] = []
+        self._spawners = spawners if spawn_releasing_gil() is not None else 0
+        self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._sel.register(self._wake_read, selectors.EVENT_READ, None)
+
+    def __len__(self) -> int:
+        return len(self._runs) + len(self._spawning)
+
+    def start(
+        self, request: RunRequest, token: Hashable, timeout: float | None = None
+    ) -> AgentRunResult | None:
+        """Start a run that ``wait`` reports under ``token``; ``timeout`` can
+        only shorten the configured one. Returns the result at once, and keeps
+        nothing, when the command cannot start."""
+        run = _ProcessRun(self._backend, request)
+        failure = run._prepare(timeout)
+        if failure is None and not self._spawners:
+            failure = run._spawn(release_gil=False)
+            if failure is None:
+                run._attach(self._sel)
+                self._runs[run] = token
+                return None
+        if failure is not None:
+            return run._terminal(failure).result
+        if len(self._threads) < self._spawners:
+            thread = threading.Thread(
+                target=self._spawn_loop, name="oma-bridge-spawn", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        self._spawning[run] = token
+        self._to_spawn.put(run)
+        return None
+
+    def _spawn_loop(self) -> None:
+        while (run := self._to_spawn.get()) is not None:
+            self._spawned.append((run, run._spawn(release_gil=True)))
+            self.wake()
+
+    def _take_spawned(self) -> list[tuple[Hashable, AgentRunResult]]:
+        """Attach the children the threads started; the runs that could not."""
+        failed: list[tuple[Hashable, AgentRunResult]] = []
+        while self._spawned:
+            run, failure = self._spawned.popleft()
+            token = self._spawning.pop(run)
+            if failure is not None:
+                failed.append((token, run._terminal(failure).result))
+            else:
+                run._attach(self._sel)
+                self._runs[run] = token
+        return failed
+
+    def wait(self, timeout: float | None) -> list[tuple[Hashable, AgentRunResult]]:
+        """Block until some I/O, a run's deadline, ``timeout`` or ``wake``;
+        return the runs that ended, with their tokens."""
+        now = time.monotonic()
+        budget = float("inf") if timeout is None else timeout
+        due: list[tuple[float, _ProcessRun]] = []
+        for run in self._runs:
+            left = run._pool_budget(now)
+            if left != float("inf"):
+                due.append((now + left, run))
+                budget = min(budget, left)
+        ready = self._sel.select(None if budget == float("inf") else max(budget, 0))
+        touched: dict[_ProcessRun, None] = {}
+        for key, events in ready:
+            run = key.data
+            if run is None:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_read, 4096)
+            else:
+                run._handle(((key, events),))
+                touched[run] = None
+        ended = self._take_spawned()
+        now = time.monotonic()
+        touched.update((run, None) for at, run in due if at <= now)
+        for run in touched:
+            terminal = run._pool_check(now)
+            if terminal is not None:
+                ended.append((self._runs.pop(run), terminal.result))
+        return ended
+
+    def wake(self) -> None:
+        """Make a ``wait`` in progress return now (safe in a signal handler)."""
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"\0")
+
+    def stop(self) -> list[Hashable]:
+        """Stop every run: spawn nothing more, kill each tree (SIGTERM to them
+        all, up to ``kill_grace`` for them to exit, then SIGKILL) and reap it.
+        Returns their tokens; they get no result."""
+        stopped: list[Hashable] = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                queued = self._to_spawn.get_nowait()
+                if queued is not None:
+                    stopped.append(self._spawning.pop(queued))
+        while True:  # spawns in flight end in well under a second
+            stopped.extend(token for token, _ in self._take_spawned())
+            if not self._spawning:
+                break
+            select.select([self._wake_read], [], [], 0.05)
+        runs = list(self._runs)
+        for run in runs:
+            child = run._child
+            assert child is not None
+            if child.stdin >= 0:
+                run._unwatch(child.stdin)
+            child.killpg(signal.SIGTERM)
+        end = time.monotonic() + self._backend.config.kill_grace
+        for run in runs:
+            child = run._child
+            assert child is not None
+            while not child.has_exited() and (left := end - time.monotonic()) > 0:
+                if child.pidfd >= 0:
+                    select.select([child.pidfd], [], [], left)
+                else:
+                    time.sleep(min(left, 0.01))
+            child.reap()
+            run._release()
+            stopped.append(self._runs.pop(run))
+        return stopped
+
+    def close(self) -> None:
+        """``stop`` what is running, end the threads, free the selector;
+        idempotent."""
+        if self._wake_read < 0:
+            return
+        self.stop()
+        for _ in self._threads:
+            self._to_spawn.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._sel.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+        self._wake_read = self._wake_write = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 @functools.cache
 def _warn_unknown_status() -> None:
-    logger.warning(
+    import logging  # only on this rare path: it costs start-up time
+
+    logging.getLogger(__name__).warning(
         "This process ignores SIGCHLD, so the exit status of agent processes is "
         "unknown; runs that end on their own are reported as successes "
         "(exit_code None)."
@@ -212,6 +392,10 @@ class _ProcessRun:
         self._finished = False
         self._ended = False  # the terminal event was returned
         self._waiting = False  # a task is in _step's wait on the selector
+        self._own_sel = True  # False in a RunPool, whose selector it shares
+        self._argv: list[str] = []
+        self._kill_at: float | None = None  # pool: SIGTERM sent, SIGKILL due then
+        self._timeout = 0.0  # the run's time limit, if it has one
 
     def __aiter__(self) -> Self:
         return self
@@ -283,38 +467,74 @@ class _ProcessRun:
     # -- start -------------------------------------------------------------------
 
     def _start(self) -> OmaBridgeError | None:
-        config, request = self._config, self._request
+        """Spawn the child and watch it on a selector of its own."""
+        failure = self._prepare(None) or self._spawn(release_gil=False)
+        if failure is None:
+            self._attach(selectors.DefaultSelector(), shared=False)
+        return failure
+
+    def _prepare(self, timeout: float | None) -> OmaBridgeError | None:
+        """Everything before the spawn; ``timeout`` can only shorten the
+        configured one."""
+        config = self._config
         self._started = time.monotonic()
         if config.timeout is not None:
-            self._deadline = self._started + config.timeout
+            timeout = min(timeout or config.timeout, config.timeout)
+        if timeout is not None:
+            self._timeout = timeout
+            self._deadline = self._started + timeout
         env = self._env = child_environb(config.env, config.scrub_env)
-        argv = [config.command, *config.args]
-        text = _prompt_text(request)
+        self._argv = [config.command, *config.args]
+        text = _prompt_text(self._request)
         if config.input == "argument":
-            argv.append(text)
+            self._argv.append(text)
         elif config.input == "stdin":
             self._stdin_data = text.encode()
         try:
-            argv[0] = self._backend.executable(env)
-            child = Child(
-                argv, env=env, cwd=config.cwd, pipe_stdin=config.input == "stdin"
+            self._argv[0] = self._backend.executable(env)
+        except OmaBridgeError as exc:
+            return exc
+        return None
+
+    def _spawn(self, *, release_gil: bool) -> OmaBridgeError | None:
+        """Start the child (in a RunPool, from one of its spawning threads)."""
+        config = self._config
+        try:
+            self._child = Child(
+                self._argv,
+                env=self._env,
+                cwd=config.cwd,
+                pipe_stdin=config.input == "stdin",
+                release_gil=release_gil,
             )
         except OmaBridgeError as exc:
             return exc
-        self._child = child
-        self._backend._runs.add(self)
-        sel = selectors.DefaultSelector()
-        sel.register(child.stdout, selectors.EVENT_READ)
-        sel.register(child.stderr, selectors.EVENT_READ)
-        if child.pidfd >= 0:
-            sel.register(child.pidfd, selectors.EVENT_READ)
-        if child.stdin >= 0:
-            if self._stdin_data:
-                sel.register(child.stdin, selectors.EVENT_WRITE)
-            else:
-                child.close_stdin()
-        self._sel = sel
         return None
+
+    def _attach(self, sel: selectors.BaseSelector, *, shared: bool = True) -> None:
+        """Watch the child's descriptors on ``sel`` and send the prompt.
+
+        On a ``shared`` selector each key's data is this run. A selector of its
+        own holds no reference back: a stream dropped without ``aclose()`` must
+        be freed at once (refcounting), so that the child's finalizer kills the
+        tree.
+        """
+        child = self._child
+        assert child is not None
+        self._backend._runs.add(self)
+        self._own_sel = not shared
+        data = self if shared else None
+        sel.register(child.stdout, selectors.EVENT_READ, data)
+        sel.register(child.stderr, selectors.EVENT_READ, data)
+        if child.pidfd >= 0:
+            sel.register(child.pidfd, selectors.EVENT_READ, data)
+        self._sel = sel
+        # Most prompts fit in the pipe: write now, and wait to write only the rest.
+        if child.stdin >= 0:
+            if self._send_stdin():
+                child.close_stdin()
+            else:
+                sel.register(child.stdin, selectors.EVENT_WRITE, data)
 
     # -- pumping -----------------------------------------------------------------
 
@@ -359,7 +579,7 @@ class _ProcessRun:
             wait = min(wait, 0.05)  # no pidfd: poll for the exit now and then
         return wait
 
-    def _handle(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+    def _handle(self, ready: Iterable[tuple[selectors.SelectorKey, int]]) -> None:
         """Do the I/O that ``select`` said is ready."""
         child = self._child
         assert child is not None
@@ -425,17 +645,23 @@ class _ProcessRun:
     def _write_stdin(self) -> None:
         child = self._child
         assert child is not None
-        try:
-            self._stdin_sent += os.write(
-                child.stdin, self._stdin_data[self._stdin_sent :]
-            )
-        except BlockingIOError:
-            return
-        except BrokenPipeError:
-            # The child stopped reading: its exit status tells the story.
-            self._stdin_sent = len(self._stdin_data)
-        if self._stdin_sent >= len(self._stdin_data):
+        if self._send_stdin():
             self._unwatch(child.stdin)
+
+    def _send_stdin(self) -> bool:
+        """Write what the pipe takes of the prompt; True once all of it is sent."""
+        child = self._child
+        assert child is not None
+        data = self._stdin_data
+        if self._stdin_sent < len(data):
+            try:
+                self._stdin_sent += os.write(child.stdin, data[self._stdin_sent :])
+            except BlockingIOError:
+                return False
+            except BrokenPipeError:
+                # The child stopped reading: its exit status tells the story.
+                self._stdin_sent = len(data)
+        return self._stdin_sent >= len(data)
 
     def _on_exit(self) -> None:
         child = self._child
@@ -484,9 +710,8 @@ class _ProcessRun:
         child = self._child
         assert child is not None
         self._flush_pipes()
-        timeout = self._config.timeout or 0.0
         return self._terminal(
-            BackendTimeout(repr(self._config.command), timeout=timeout),
+            BackendTimeout(repr(self._config.command), timeout=self._timeout),
             exit_code=child.returncode,
         )
 
@@ -533,11 +758,20 @@ class _ProcessRun:
     def _release(self) -> None:
         self._finished = True
         self._backend._runs.discard(self)
-        if self._sel is not None:
+        sel = self._sel
+        if sel is not None and not self._own_sel:
+            child = self._child
+            assert child is not None
+            watched = sel.get_map()
+            for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
+                if fd >= 0 and fd in watched:
+                    sel.unregister(fd)
+            self._sel = None
+        elif sel is not None:
             if self._waiting:
                 # Wake the consumer waiting on it in another task (see _step).
-                anyio.notify_closing(self._sel)  # type: ignore[arg-type]
-            self._sel.close()
+                anyio.notify_closing(sel)  # type: ignore[arg-type]
+            sel.close()
             self._sel = None
         if self._child is not None:
             self._child.close()
@@ -562,5 +796,41 @@ class _ProcessRun:
         # Dropped without aclose(): the child's finalizer kills and reaps the
         # tree, but a selector sits in a reference cycle, so close its fd now.
         sel = getattr(self, "_sel", None)
-        if sel is not None:
+        if sel is not None and getattr(self, "_own_sel", True):
             sel.close()
+
+    # -- in a _RunPool -------------------------------------------------------------
+
+    def _pool_budget(self, now: float) -> float:
+        """Seconds until this run needs attention without any I/O."""
+        if self._kill_at is not None:
+            return self._kill_at - now
+        return self._wait_budget()
+
+    def _pool_check(self, now: float) -> DoneEvent | ErrorEvent | None:
+        """After I/O or a timer: the terminal event if the run is over.
+
+        A run past its deadline gets SIGTERM and ``kill_grace`` to exit before
+        SIGKILL, without blocking the pool's other runs meanwhile.
+        """
+        child = self._child
+        assert child is not None
+        if child.pidfd < 0 and self._exited_at is None and child.has_exited():
+            self._on_exit()
+        if self._kill_at is not None:
+            if self._exited_at is None and now < self._kill_at:
+                return None
+            child.reap()  # SIGKILL for what is left of the group
+            return self._timed_out()
+        if self._is_drained():
+            return self._completed()
+        if now >= self._deadline:
+            self._kill_at = now + self._config.kill_grace
+            if child.stdin >= 0:
+                self._unwatch(child.stdin)
+            child.killpg(signal.SIGTERM)
+            return None
+        if self._wait_budget() <= 0:
+            self._give_up_on_pipes()
+            return self._completed()
+        return None

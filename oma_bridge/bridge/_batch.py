@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import random
 import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -351,7 +350,7 @@ class BatchRun(AsyncContextManagerMixin):
                         break
                     if attempts > self._retries:
                         break
-                    await anyio.sleep(self._delay(attempts))
+                    await anyio.sleep(_delay(self._backoff, attempts))
         finally:
             self._scopes.discard(scope)
             self.running -= 1
@@ -393,11 +392,17 @@ class BatchRun(AsyncContextManagerMixin):
         error = BackendTimeout(f"Item {item.id!r}", timeout=timeout)
         return Outcome(False, "", error.code, str(error), None, True, TokenUsage())
 
-    def _delay(self, attempts: int) -> float:
-        # Exponential backoff with full jitter, so retries of items that failed
-        # together (a rate limit, an overloaded service) spread out.
-        cap = min(_MAX_BACKOFF, self._backoff * 2 ** (attempts - 1))
-        return random.uniform(cap / 2, cap)
+
+def _delay(backoff: float, attempts: int) -> float:
+    """Seconds before the next attempt after ``attempts`` failed ones.
+
+    Exponential backoff with jitter, so retries of items that failed together
+    (a rate limit, an overloaded service) spread out.
+    """
+    import random
+
+    cap = min(_MAX_BACKOFF, backoff * 2 ** (attempts - 1))
+    return random.uniform(cap / 2, cap)
 
 
 async def _local_attempt(item: BatchItem, agent: Agent | AgentConfig) -> Outcome:

@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections import Counter
 from typing import IO, TYPE_CHECKING, NamedTuple, cast
@@ -25,7 +23,10 @@ from ._agents import add_agent_options, agent_config
 from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    from rich.progress import Progress, TaskID
+    from typing_extensions import Self
 
     from .. import (
         AgentConfig,
@@ -400,6 +401,9 @@ def batch_command(args: argparse.Namespace) -> int:
         path = args.input_file
         if path == "-":
             # Read twice (check everything, then run lazily): keep stdin on disk.
+            import shutil
+            import tempfile
+
             spool = tempfile.NamedTemporaryFile(prefix="oma-batch-", suffix=".in")
             shutil.copyfileobj(sys.stdin.buffer, spool)
             spool.flush()
@@ -439,41 +443,103 @@ def _run(
     found: Scan,
     done: set[str | int],
 ) -> int:
-    import anyio
-
-    from .. import run_batch
-
     skip = {problem.line for problem in found.problems}
     todo = items(path, found.jsonl, skip, done)
     resumed = len(found.ids & done)
     tally = Tally(found.valid - resumed)
-    try:
-        batch = run_batch(
-            config,
-            todo,
-            concurrency=args.concurrency,
-            retries=args.retries,
-            backoff=args.backoff,
-            fresh_process=args.fresh_process,
-            executor=args.executor,
-            ray_address=args.ray_address,
-        )
-    except ImportError as exc:
-        return fail(str(exc))
     writer = Writer(args.output)
     try:
-        anyio.run(_drive, batch, writer, tally, args.fail_fast)
+        cancelled = _run_sync(args, config, todo, writer, tally)
+        if cancelled is None:
+            cancelled = _run_async(args, config, todo, writer, tally)
+    except ImportError as exc:
+        return fail(str(exc))
     finally:
         writer.close()
     sys.stderr.write(
         _summary(tally, len(found.problems), resumed, args.output or "stdout")
     )
     sys.stderr.flush()
-    if batch.is_cancelled and not (args.fail_fast and tally.failed):
+    if cancelled and not (args.fail_fast and tally.failed):
         return EXIT_INTERRUPTED
     if tally.failed or tally.cancelled or found.problems or tally.done < tally.total:
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _record(result: BatchResult, writer: Writer, tally: Tally, fail_fast: bool) -> bool:
+    """Write and count one result; True when the batch should stop now."""
+    writer.write(result.to_json())
+    tally.add(result)
+    return fail_fast and not result.success and not result.cancelled
+
+
+def _run_sync(
+    args: argparse.Namespace,
+    config: AgentConfig,
+    todo: Iterator[BatchItem],
+    writer: Writer,
+    tally: Tally,
+) -> bool | None:
+    """Run the batch without an event loop where the agent allows (a process
+    agent, no hooks); whether it was cancelled, or None when it cannot run so."""
+    if args.executor != "local":
+        return None
+    from ..bridge._batch_sync import sync_batch
+
+    batch = sync_batch(
+        config,
+        todo,
+        concurrency=args.concurrency,
+        retries=args.retries,
+        backoff=args.backoff,
+    )
+    if batch is None:
+        return None
+
+    def stop(signum: int, frame: object) -> None:
+        # Runs between two bytecodes of the loop below: no buffered I/O here.
+        os.write(2, b"\noma-bridge: stopping: running items are cancelled\n")
+        batch.cancel()
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    handlers = {sig: signal.signal(sig, stop) for sig in signals}
+    try:
+        with Display(tally, lambda: batch.running) as display:
+            for result in batch.results(on_tick=display.refresh):
+                if _record(result, writer, tally, args.fail_fast):
+                    batch.cancel()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return batch.is_cancelled
+
+
+def _run_async(
+    args: argparse.Namespace,
+    config: AgentConfig,
+    todo: Iterator[BatchItem],
+    writer: Writer,
+    tally: Tally,
+) -> bool:
+    """Run the batch on an event loop (ACP agents, hooks, Ray); whether it was
+    cancelled."""
+    import anyio
+
+    from .. import run_batch
+
+    batch = run_batch(
+        config,
+        todo,
+        concurrency=args.concurrency,
+        retries=args.retries,
+        backoff=args.backoff,
+        fresh_process=args.fresh_process,
+        executor=args.executor,
+        ray_address=args.ray_address,
+    )
+    anyio.run(_drive, batch, writer, tally, args.fail_fast)
+    return batch.is_cancelled
 
 
 async def _drive(
@@ -485,9 +551,7 @@ async def _drive(
         tg.start_soon(_on_signals, batch)
         tg.start_soon(_show_progress, batch, tally)
         async for result in batch:
-            writer.write(result.to_json())
-            tally.add(result)
-            if fail_fast and not result.success and not result.cancelled:
+            if _record(result, writer, tally, fail_fast):
                 batch.cancel()
         tg.cancel_scope.cancel()
 
@@ -502,6 +566,15 @@ async def _on_signals(batch: BatchRun) -> None:
             batch.cancel()
 
 
+async def _show_progress(batch: BatchRun, tally: Tally) -> None:
+    import anyio
+
+    with Display(tally, lambda: batch.running) as display:
+        while True:
+            display.refresh()
+            await anyio.sleep(0.2)
+
+
 def _log_every() -> float:
     """LOG_EVERY, or a valid positive OMA_BRIDGE_PROGRESS_EVERY (else ignored)."""
     try:
@@ -511,45 +584,70 @@ def _log_every() -> float:
     return every if every > 0 else LOG_EVERY
 
 
-async def _show_progress(batch: BatchRun, tally: Tally) -> None:
-    import anyio
+class Display:
+    """Progress while a batch runs: a bar drawn with rich on a terminal, else a
+    line on stderr every ``LOG_EVERY`` seconds. ``refresh`` is called often
+    (about every 0.2 s) by the loop that runs the batch: no thread of its own,
+    which would contend for the GIL with the loop that spawns the agents."""
 
-    if not sys.stderr.isatty():
-        every = _log_every()
-        while True:
-            await anyio.sleep(every)
-            sys.stderr.write(tally.line(batch.running) + "\n")
-            sys.stderr.flush()
-    # rich is imported only here, on the path that draws.
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    def __init__(self, tally: Tally, running: Callable[[], int]) -> None:
+        self._tally = tally
+        self._running = running
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._every = _log_every()
+        self._next_line = time.monotonic() + self._every
 
-    columns = (
-        TextColumn("batch"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    # Refreshed from this task only: rich's refresh thread would contend for the
-    # GIL with the event loop that spawns the agents.
-    with Progress(*columns, transient=True, auto_refresh=False) as progress:
-        task = progress.add_task("batch", total=tally.total, status="")
-        while True:
-            elapsed = time.monotonic() - tally.started
-            rate = tally.done / elapsed if elapsed > 0 else 0.0
-            progress.update(
-                task,
-                completed=tally.done,
-                status=f"{tally.failed} failed, {batch.running} running, {rate:.1f}/s",
-                refresh=True,
+    def __enter__(self) -> Self:
+        if sys.stderr.isatty():
+            # rich is imported only here, on the path that draws.
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
             )
-            await anyio.sleep(0.2)
+
+            self._progress = Progress(
+                TextColumn("batch"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                # stderr: stdout may carry the results.
+                console=Console(stderr=True),
+                transient=True,
+                auto_refresh=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(
+                "batch", total=self._tally.total, status=""
+            )
+        return self
+
+    def refresh(self) -> None:
+        tally, now = self._tally, time.monotonic()
+        if self._progress is None:
+            if now >= self._next_line:
+                sys.stderr.write(tally.line(self._running()) + "\n")
+                sys.stderr.flush()
+                self._next_line = now + self._every
+            return
+        assert self._task is not None
+        elapsed = now - tally.started
+        rate = tally.done / elapsed if elapsed > 0 else 0.0
+        self._progress.update(
+            self._task,
+            completed=tally.done,
+            status=f"{tally.failed} failed, {self._running()} running, {rate:.1f}/s",
+            refresh=True,
+        )
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import shlex
 import signal
 import subprocess
@@ -308,3 +310,81 @@ def test_resume_needs_an_output_file(tmp_path: Path, flag: str) -> None:
     source.write_text("a\n")
     done = cli(str(source), "--process", "cat", flag, ledger=tmp_path / "ledger")
     assert done.returncode == 2 and "--output" in done.stderr
+
+
+def test_acp_agents_run_on_the_event_loop_engine_with_sigint(tmp_path: Path) -> None:
+    # ACP agents (a pool of agent processes, a session per item) take the
+    # event-loop engine; it records, logs progress and stops on Ctrl-C alike.
+    out, source = tmp_path / "out.jsonl", tmp_path / "in.txt"
+    source.write_text("say:one\nsay:two\nhang\nhang\nsay:never\n")
+    agent = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'acp_agent.py'}"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--acp", agent,
+         "--concurrency", "2", "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "OMA_BRIDGE_PROGRESS_EVERY": "0.05"},
+    )  # fmt: skip
+    try:
+        wait_until(lambda: out.exists() and len(records(out)) == 2, "two results")
+        runner.send_signal(signal.SIGINT)
+        _, stderr = runner.communicate(timeout=WAIT)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    assert runner.returncode == 130, stderr
+    rows = {r["id"]: r for r in records(out)}
+    assert rows[1]["output"] == "one" and rows[2]["output"] == "two"
+    assert rows[3]["cancelled"] and rows[4]["cancelled"] and 5 not in rows
+    # The periodic progress line (stderr is not a terminal here).
+    assert re.search(r"batch: \d/5 done, 0 failed, \d running", stderr), stderr
+
+
+def test_progress_is_logged_as_lines_when_stderr_is_not_a_terminal(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("a sleep:0.3\nb sleep:0.3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
+         LEDGER_PEER, "--concurrency", "1", "-o", str(tmp_path / "out.jsonl")],
+        capture_output=True, text=True, timeout=WAIT, cwd=ROOT,
+        env={**os.environ, "LEDGER": str(tmp_path / "ledger"),
+             "OMA_BRIDGE_PROGRESS_EVERY": "0.1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = re.findall(r"batch: (\d)/2 done, 0 failed, (\d) running", done.stderr)
+    assert len(lines) >= 2 and ("0", "1") in lines  # while the first item ran
+
+
+def test_on_a_terminal_a_progress_bar_is_drawn(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("a sleep:0.4\nb sleep:0.4\n")
+    controller, terminal = pty.openpty()
+    try:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
+             LEDGER_PEER, "--concurrency", "1", "-o", str(tmp_path / "out.jsonl")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal,
+            cwd=ROOT, env={**os.environ, "LEDGER": str(tmp_path / "ledger"),
+                           "TERM": "xterm", "COLUMNS": "120"},
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+    drawn = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+        runner.wait(timeout=WAIT)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))
+    assert runner.returncode == 0, text
+    assert re.search(r"batch ━+╺?━* 1/2 0 failed, 1 running", text), text
+    assert "2 succeeded" in text  # the summary follows the bar

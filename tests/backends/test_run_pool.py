@@ -1,0 +1,240 @@
+"""``RunPool``: many process runs side by side in one thread, no event loop.
+
+Every test runs twice: children spawned by the pool's threads through the
+GIL-releasing ``posix_spawn`` (glibc), and spawned by the loop itself (the
+fallback elsewhere), so both paths keep the same guarantees.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from oma_bridge import BackendStartError, BackendTimeout, RunRequest
+from oma_bridge.backends._proc import spawn_releasing_gil
+from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig, RunPool
+from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterator
+    from pathlib import Path
+
+    from oma_bridge import AgentRunResult
+
+GLIBC = spawn_releasing_gil() is not None
+
+
+@pytest.fixture(params=["threads", "inline"])
+def spawners(request: pytest.FixtureRequest) -> int:
+    if request.param == "threads" and not GLIBC:
+        pytest.skip("spawning threads need glibc's posix_spawn")
+    return 2 if request.param == "threads" else 0
+
+
+def request(prompt: str) -> RunRequest:
+    return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
+
+
+def python(code: str, **config: object) -> ProcessBackendConfig:
+    return ProcessBackendConfig(
+        command=sys.executable,
+        args=("-I", "-S", "-c", code),
+        **config,  # type: ignore[arg-type]
+    )
+
+
+def drain(pool: RunPool, count: int) -> Iterator[tuple[Hashable, AgentRunResult]]:
+    """Yield ``count`` ended runs, in the order the pool reports them."""
+    deadline = time.monotonic() + HANG_GUARD
+    while count:
+        assert time.monotonic() < deadline, "the pool did not finish its runs"
+        for ended in pool.wait(1.0):
+            count -= 1
+            yield ended
+
+
+def test_many_runs_each_get_their_own_output(spawners: int) -> None:
+    backend = ProcessBackend(ProcessBackendConfig(command="cat"))
+    with RunPool(backend, spawners=spawners) as pool:
+        for n in range(40):
+            assert pool.start(request(f"prompt {n}"), n) is None
+        assert len(pool) == 40
+        results = dict(drain(pool, 40))
+        assert len(pool) == 0
+    assert sorted(results) == list(range(40))
+    for n, result in results.items():
+        assert result.success and result.exit_code == 0
+        assert result.output == f"prompt {n}"
+
+
+def test_every_child_leads_its_own_session_with_the_configured_environment(
+    spawners: int,
+) -> None:
+    code = (
+        "import os, sys; s = os.getsid(0) == os.getpid() == os.getpgid(0); "
+        "print(s, os.environ.get('PICKED'), os.environ.get('HOME'), sys.argv[1:])"
+    )
+    config = python(code, env={"PICKED": "é"}, scrub_env=("HOME",), input="argument")
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        pool.start(request("the prompt"), "a")
+        [(_, result)] = drain(pool, 1)
+    assert result.output == "True é None ['the prompt']\n"
+
+
+def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawners: int) -> None:
+    config = python("import sys; print(repr(sys.stdin.read()))", input="none")
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        pool.start(request("unsent"), "a")
+        [(_, result)] = drain(pool, 1)
+    assert result.output == "''\n"
+
+
+def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
+    spawners: int,
+) -> None:
+    big = "x" * (1 << 20)
+    config = python("import sys; print(len(sys.stdin.read()))")
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        pool.start(request(big), "big")
+        [(_, result)] = drain(pool, 1)
+    assert result.output == f"{len(big)}\n"
+
+
+def test_a_missing_command_fails_at_once_and_keeps_nothing(spawners: int) -> None:
+    config = ProcessBackendConfig(command="oma-bridge-no-such-command")
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        result = pool.start(request("x"), "a")
+        assert result is not None and len(pool) == 0
+    assert isinstance(result.error, BackendStartError)
+
+
+def test_a_failed_exec_is_reported_by_wait(spawners: int, tmp_path: Path) -> None:
+    # Found on PATH, but exec fails (no interpreter for the script): the spawn
+    # itself fails, in the spawning thread when there is one.
+    script = tmp_path / "broken"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    with RunPool(ProcessBackend(ProcessBackendConfig(command=str(script))),
+                 spawners=spawners) as pool:  # fmt: skip
+        started = pool.start(request("x"), "a")
+        ended = [started] if started is not None else [r for _, r in drain(pool, 1)]
+    [result] = ended
+    assert isinstance(result.error, BackendStartError)
+    assert "No such file or directory" in str(result.error)
+
+
+def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
+    spawners: int, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pids"
+    config = peer("tree.py", str(pidfile), "--ignore-term", kill_grace=0.5)
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        started = time.monotonic()
+        pool.start(request("x"), "slow", timeout=0.3)
+        [(_, slow)] = drain(pool, 1)
+        elapsed = time.monotonic() - started
+    assert isinstance(slow.error, BackendTimeout)
+    assert slow.error.timeout == 0.3
+    assert slow.exit_code == -9  # SIGTERM was ignored: SIGKILL after the grace
+    assert elapsed >= 0.3 + 0.5
+    leader, grandchild = map(int, pidfile.read_text().split())
+    assert is_dead(grandchild) and is_dead(leader)
+
+
+def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
+    spawners: int, tmp_path: Path
+) -> None:
+    # Both runs share the pool: the quick ones end while the slow one's
+    # SIGTERM grace runs; nothing blocks the loop meanwhile.
+    pidfile = tmp_path / "pids"
+    code = (
+        "import os, signal, sys, time\n"
+        "if sys.stdin.read() == 'slow':\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "print('ok')\n"
+    )
+    config = python(code, kill_grace=1.0)
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        pool.start(request("slow"), "slow", timeout=0.2)
+        while not pidfile.exists():
+            assert pool.wait(0.01) == []
+        time.sleep(0.25)  # past the deadline: SIGTERM sent, SIGKILL due in 1 s
+        assert pool.wait(0) == []
+        for n in range(5):
+            pool.start(request("quick"), n)
+        tokens = [token for token, _ in drain(pool, 6)]
+    assert set(tokens[:5]) == {0, 1, 2, 3, 4} and tokens[5] == "slow"
+
+
+def test_stop_kills_every_tree_and_returns_every_token(
+    spawners: int, tmp_path: Path
+) -> None:
+    pidfiles = [tmp_path / f"pids{n}" for n in range(4)]
+    # tree.py PIDFILE, the prompt being the pidfile's path
+    config = peer("tree.py", input="argument", kill_grace=0.5)
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        for n, pidfile in enumerate(pidfiles):
+            assert pool.start(request(str(pidfile)), n) is None
+        deadline = time.monotonic() + HANG_GUARD
+        while not all(p.exists() for p in pidfiles):
+            assert time.monotonic() < deadline
+            assert pool.wait(0.05) == []
+        trees = [tuple(map(int, p.read_text().split())) for p in pidfiles]
+        assert sorted(pool.stop()) == [0, 1, 2, 3]
+        assert len(pool) == 0
+    for leader, grandchild in trees:
+        deadline = time.monotonic() + HANG_GUARD
+        while not is_dead(grandchild):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert proc_state(leader) is None  # killed and reaped
+
+
+def test_stop_takes_back_runs_not_yet_spawned() -> None:
+    if not GLIBC:
+        pytest.skip("spawning threads need glibc's posix_spawn")
+    with RunPool(ProcessBackend(python("import time; time.sleep(30)")),
+                 spawners=1) as pool:  # fmt: skip
+        for n in range(30):
+            pool.start(request("x"), n)
+        stopped = pool.stop()
+        assert sorted(stopped) == list(range(30)) and len(pool) == 0
+
+
+def test_wake_interrupts_a_wait() -> None:
+    with RunPool(ProcessBackend(python("pass"))) as pool:
+        pool.wake()
+        started = time.monotonic()
+        assert pool.wait(HANG_GUARD) == []
+        assert time.monotonic() - started < HANG_GUARD / 2
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's posix_spawn through ctypes")
+def test_the_gil_releasing_spawn_matches_os_posix_spawn() -> None:
+    spawn = spawn_releasing_gil()
+    assert spawn is not None
+    read, write = os.pipe2(os.O_CLOEXEC)
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, write, 1),
+    ]
+    code = (
+        "import os, sys; "
+        "print(sys.argv[1], os.environ['X'], os.getsid(0) == os.getpid())"
+    )
+    try:
+        pid = spawn(sys.executable, [sys.executable, "-I", "-S", "-c", code, "arg"],
+                    {b"X": b"value"}, file_actions=actions, setsid=True)  # fmt: skip
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as out:
+        assert out.read() == b"arg value True\n"
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    with pytest.raises(FileNotFoundError):
+        spawn("/nonexistent/program", ["x"], {}, file_actions=[], setsid=False)
