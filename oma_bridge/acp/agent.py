@@ -43,7 +43,6 @@ import logging
 import os
 import time
 import uuid
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Literal, TextIO, TypeAlias, final
 
 import anyio
@@ -70,7 +69,7 @@ from ..bridge import (
 from . import methods as m
 from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream
 from .client import AcpBackendConfig
-from .connection import Connection, RequestError, RequestId, _is_id
+from .connection import Connection, RequestError, RequestId, _is_id, arrival
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -92,11 +91,6 @@ ServeTarget: TypeAlias = "AgentConfig | BackendConfig | Callable[[str], AgentCon
 #: where a callable may return None to ask the editor.
 ServePermission: TypeAlias = "Literal['ask'] | PermissionPolicy"
 
-#: The number of the frame being handled. Request handlers run as tasks that
-#: may start after later frames were handled (a session/cancel); a task copies
-#: the context when it is spawned, right after its frame was read, so this
-#: still tells it where its frame stood.
-_ARRIVAL: ContextVar[int] = ContextVar("_ARRIVAL", default=0)
 #: Seconds the requests read before stdin ended may take to be answered; turns
 #: are cancelled first, so this only bounds an agent slow to stop.
 _EOF_GRACE = 30.0
@@ -269,7 +263,6 @@ class _Wire:
         self._transcript = transcript
         self._on_eof = on_eof
         self._unanswered: set[RequestId] = set()
-        self._count = 0
         self._answered: anyio.Event | None = None
 
     async def receive(self) -> JSONValue:
@@ -284,8 +277,6 @@ class _Wire:
             raise
         if self._transcript is not None:
             self._transcript.write("in", message)
-        self._count += 1
-        _ARRIVAL.set(self._count)
         if isinstance(message, dict) and isinstance(message.get("method"), str):
             request_id = message.get("id")
             if _is_id(request_id):
@@ -332,12 +323,16 @@ class _Session:
         #: Frames up to this one were read before the last session/cancel:
         #: prompts among them are cancelled, even those not started yet.
         self.cancelled_upto = 0
-        self.scope: anyio.CancelScope | None = None
+        #: The prompt request whose turn is running, and its connection.
+        self.running: tuple[Connection, RequestId] | None = None
 
     def cancel(self, upto: int) -> None:
         self.cancelled_upto = upto
-        if self.scope is not None:
-            self.scope.cancel()
+        if self.running is not None:
+            # The turn stops (its processes are gone) before the prompt is
+            # answered, as ACP's cancellation section asks.
+            conn, request_id = self.running
+            conn.cancel_incoming(request_id, {"stopReason": "cancelled"})
 
 
 @final
@@ -374,7 +369,7 @@ class _Server:
                 self._sessions.get(session_id) if isinstance(session_id, str) else None
             )
             if session is not None:
-                session.cancel(_ARRIVAL.get())
+                session.cancel(arrival())
         else:
             logger.debug("ignoring notification %s", method)
 
@@ -506,18 +501,29 @@ class _Server:
         if session is None:
             raise RequestError(m.INVALID_PARAMS, f"Unknown session {session_id!r}")
         text = _prompt_text(params.get("prompt"))
-        arrival = _ARRIVAL.get()
-        async with session.lock:
-            if arrival <= session.cancelled_upto:
+        number = arrival()
+        conn = self.conn
+        assert conn is not None
+        request_id = conn.current_request()
+        assert request_id is not None  # prompts are answered under conn.serve()
+        # An idle session's lock is taken without a checkpoint.
+        lock = session.lock
+        try:
+            lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await lock.acquire()
+        try:
+            if number <= session.cancelled_upto:
                 return {"stopReason": "cancelled"}
-            with anyio.CancelScope() as scope:
-                session.scope = scope
-                try:
-                    return await self._turn(session, text)
-                finally:
-                    session.scope = None
-        # Only session/cancel cancels this scope: the turn's processes are gone.
-        return {"stopReason": "cancelled"}
+            # session/cancel cancels the request itself (no cancel scope of our
+            # own to pay for per turn); it is then answered "cancelled".
+            session.running = conn, request_id
+            try:
+                return await self._turn(session, text)
+            finally:
+                session.running = None
+        finally:
+            lock.release()
 
     async def _turn(self, session: _Session, text: str) -> JSONValue:
         try:
@@ -542,7 +548,7 @@ class _Server:
     def cancel_all(self) -> None:
         """Cancel every session's turns (the editor has gone)."""
         for session in self._sessions.values():
-            session.cancel(_ARRIVAL.get() + 1)
+            session.cancel(arrival() + 1)
 
     async def aclose(self) -> None:
         """Stop every session's agent, all at once (shielded by the caller).

@@ -11,6 +11,15 @@ sleep until it has handled a message, so a response is never read twice or
 lost. ``serve()`` is the other mode: a loop that answers incoming requests
 concurrently in a task group the caller's ``await`` owns (the agent role).
 
+Under ``serve()`` a request is handed to an idle worker task (one is started
+when none is idle), and the loop yields once before it reads again, so the
+handler runs first. Measured on the agent role's turn (``benchmarks/
+acp_serve.py``): starting a task per request (anyio's spawn and its
+task-done bookkeeping) and setting up the wait for the next frame before the
+handler ran were the largest costs between reading a prompt and writing its
+first update. Workers are reused one request after another, so a context
+variable a handler sets may still be set for a later request on that worker.
+
 Routing: incoming messages are routed with a dict lookup on the method name,
 not with jsonrpcserver. Measured here: importing jsonrpcserver costs about
 300 ms (its package ``__init__`` imports asyncio's dispatcher and jsonschema),
@@ -28,9 +37,11 @@ import itertools
 import logging
 import os
 import traceback
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Protocol, TypeGuard, final
 
 import anyio
+import anyio.lowlevel
 
 from ..backends._redact import redact, redact_json, secret_values
 from ..bridge.errors import OmaBridgeError, ProtocolError, RemoteError
@@ -44,11 +55,38 @@ if TYPE_CHECKING:
 
     from ..bridge.messages import JSONValue
 
-__all__ = ("Connection", "Handler", "MessageStream", "RequestError", "RequestId")
+__all__ = (
+    "Connection",
+    "Handler",
+    "MessageStream",
+    "RequestError",
+    "RequestId",
+    "arrival",
+)
 
 logger = logging.getLogger(__name__)
 
 RequestId = int | str
+
+#: Idle workers kept by ``serve()``; a worker that finds this many waiting ends.
+_IDLE_WORKERS = 8
+
+#: The incoming message the current task is handling: its number, as messages
+#: are counted when read (1, 2, ...), and its id if it is a request under
+#: ``serve()``. See ``arrival()`` and ``Connection.current_request()``.
+_HANDLING: ContextVar[tuple[int, RequestId | None]] = ContextVar(
+    "oma_bridge_acp_handling", default=(0, None)
+)
+
+
+def arrival() -> int:
+    """Where the message being handled stood among those read (1, 2, ...).
+
+    A request's handler runs in a worker that may start after later messages
+    were read and handled (a notification is handled at once, as it is read):
+    this tells the handler which of them came first. 0 outside a handler.
+    """
+    return _HANDLING.get()[0]
 
 
 def _is_id(value: object) -> TypeGuard[RequestId]:
@@ -107,6 +145,23 @@ class _Pending:
 
 
 @final
+class _Worker:
+    """An idle ``serve()`` worker: ``give`` hands it a request and wakes it."""
+
+    __slots__ = ("event", "message", "number")
+
+    def __init__(self) -> None:
+        self.event: anyio.Event | None = None
+        self.message: dict[str, JSONValue] | None = None
+        self.number = 0
+
+    def give(self, message: dict[str, JSONValue], number: int) -> None:
+        assert self.event is not None
+        self.message, self.number = message, number
+        self.event.set()
+
+
+@final
 class Connection:
     """One JSON-RPC peer.
 
@@ -138,7 +193,11 @@ class Connection:
         self._incoming: dict[RequestId, str] = {}
         # Handlers running concurrently under serve(), for $/cancel_request.
         self._scopes: dict[RequestId, anyio.CancelScope] = {}
+        # What to answer a request cancelled by cancel_incoming().
+        self._cancel_replies: dict[RequestId, JSONValue | RequestError] = {}
         self._send_lock = anyio.Lock(fast_acquire=True)
+        self._received = 0  # messages read, for arrival()
+        self._idle: list[_Worker] = []  # serve(): workers waiting for a request
         self._reading = False
         self._progress: anyio.Event | None = None
         self._secrets: tuple[str, ...] | None = None  # for the debug log
@@ -237,13 +296,21 @@ class Connection:
             raise self.error
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("-> %s", self._loggable(message))  # type: ignore[arg-type]
-        async with self._send_lock:
-            try:
-                await self._stream.send(message)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise self.fail(
-                    ProtocolError("The peer stopped reading its input.")
-                ) from exc
+        # Most sends find the lock free: take it without a checkpoint (the
+        # write itself is none either, unless the pipe is full).
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await lock.acquire()
+        try:
+            await self._stream.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise self.fail(
+                ProtocolError("The peer stopped reading its input.")
+            ) from exc
+        finally:
+            lock.release()
 
     # -- incoming --------------------------------------------------------------
 
@@ -285,6 +352,8 @@ class Connection:
             error = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
             await self._send({"jsonrpc": "2.0", "id": None, "error": error.to_json()})
             return
+        self._received += 1
+        _HANDLING.set((self._received, None))
         await self.handle(message)
 
     async def handle(self, message: JSONValue) -> None:
@@ -406,6 +475,24 @@ class Connection:
             else:
                 await self.respond(request_id, reply)
 
+    def current_request(self) -> RequestId | None:
+        """The id of the request this task is answering under ``serve()``."""
+        return _HANDLING.get()[1]
+
+    def cancel_incoming(
+        self, request_id: RequestId, reply: JSONValue | RequestError
+    ) -> None:
+        """Cancel the handler of a request running under ``serve()``.
+
+        The request is answered with ``reply`` (a result, or an error; None
+        means ``-32800``) once its handler has stopped; a handler that finished
+        first keeps its own answer. Unknown or finished requests are ignored.
+        """
+        scope = self._scopes.get(request_id)
+        if scope is not None:
+            self._cancel_replies[request_id] = reply
+            scope.cancel()
+
     def _on_cancel_request(self, params: JSONValue) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         # Peer data as a dict key: only a valid id (a list would not hash).
@@ -443,6 +530,7 @@ class Connection:
                     tg.cancel_scope.cancel()
         finally:
             self._serving = None
+            self._idle.clear()
             self._reading = False
             self._wake()
         # Raised here, outside the task group, so the caller gets the error
@@ -465,6 +553,8 @@ class Connection:
                 err = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
                 await self._send({"jsonrpc": "2.0", "id": None, "error": err.to_json()})
                 continue
+            self._received += 1
+            _HANDLING.set((self._received, None))
             if (
                 isinstance(message, dict)
                 and _is_id(message.get("id"))
@@ -472,16 +562,47 @@ class Connection:
             ):
                 if logger.isEnabledFor(logging.DEBUG):  # handle() logs the others
                     logger.debug("<- %s", self._loggable(message))
-                # A fixed name spares anyio deriving one per request.
-                tg.start_soon(self._answer_cancellable, message, name="request")
+                if self._idle:
+                    self._idle.pop().give(message, self._received)
+                else:
+                    # A fixed name spares anyio deriving one per request.
+                    tg.start_soon(self._work, message, self._received, name="request")
+                # Let the handler run before reading on: its reply goes out
+                # sooner, and the wait for the next frame is set up after it.
+                await anyio.lowlevel.checkpoint()
             else:
                 await self.handle(message)
                 self._wake()
+
+    async def _work(self, message: dict[str, JSONValue], number: int) -> None:
+        """A worker: answer ``message``, then wait idle for the next request."""
+        worker: _Worker | None = None
+        while True:
+            request_id = message["id"]
+            assert _is_id(request_id)
+            _HANDLING.set((number, request_id))
+            await self._answer_cancellable(message)
+            if len(self._idle) >= _IDLE_WORKERS:
+                return
+            if worker is None:
+                worker = _Worker()
+            worker.event = anyio.Event()
+            self._idle.append(worker)
+            try:
+                await worker.event.wait()
+            finally:
+                # Cancelled while idle (serve() is ending): stay off the list.
+                if worker.message is None and worker in self._idle:
+                    self._idle.remove(worker)
+            given, number, worker.message = worker.message, worker.number, None
+            assert given is not None
+            message = given
 
     async def _answer_cancellable(self, message: dict[str, JSONValue]) -> None:
         request_id = message["id"]
         assert isinstance(request_id, (int, str))
         try:
+            reply: JSONValue | RequestError = None
             with anyio.CancelScope() as scope:
                 self._scopes[request_id] = scope
                 try:
@@ -490,10 +611,15 @@ class Connection:
                     )
                 finally:
                     del self._scopes[request_id]
+                    if self._cancel_replies:
+                        reply = self._cancel_replies.pop(request_id, None)
             if scope.cancelled_caught:
-                await self.respond_error(
-                    request_id, RequestError(m.REQUEST_CANCELLED, "Request cancelled")
-                )
+                if reply is None:
+                    reply = RequestError(m.REQUEST_CANCELLED, "Request cancelled")
+                if isinstance(reply, RequestError):
+                    await self.respond_error(request_id, reply)
+                else:
+                    await self.respond(request_id, reply)
         except OmaBridgeError as exc:
             # The reply could not be sent: nobody is left to answer, so stop
             # serving; serve() raises the error (not an ExceptionGroup).

@@ -498,3 +498,123 @@ async def test_sessions_are_closed_at_once_not_one_after_another(tmp_path) -> No
                 {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
             )
     assert echo.overlapped == [True, True, True]
+
+
+# -- 6. turns: cancel, queue, $/cancel_request (requests run on reused workers) -------
+
+
+@dataclass
+class Waiting:
+    """Streams a chunk, then a prompt starting with "wait" runs until cancelled."""
+
+    stopped: list[str] = field(default_factory=list)
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return InputProfile(transport="waiting")
+
+    def create_backend(self) -> Waiting:
+        return self
+
+    def stream(self, request: Any) -> AsyncIterator[Any]:
+        return self._events(request)
+
+    async def _events(self, request: Any) -> AsyncIterator[Any]:
+        yield TextEvent(f"started {request.prompt}")
+        if request.prompt.startswith("wait"):
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.stopped.append(request.prompt)
+        yield DoneEvent(AgentRunResult(success=True, output=request.prompt))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _prompt(request_id: int, sid: str, text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }
+
+
+async def _replies(editor: EditorPeer, *ids: int) -> dict[int, dict[str, Any]]:
+    """The replies to ``ids`` (in any order); updates between them are skipped."""
+    replies: dict[int, dict[str, Any]] = {}
+    while len(replies) < len(ids):
+        frame = await editor.receive()
+        if frame.get("id") in ids and "method" not in frame:
+            replies[frame["id"]] = frame
+    return replies
+
+
+async def _started(editor: EditorPeer, text: str) -> None:
+    while True:
+        frame = await editor.receive()
+        update = frame.get("params", {}).get("update", {})
+        if update.get("content", {}).get("text") == f"started {text}":
+            return
+
+
+async def test_session_cancel_ends_the_turn_and_the_prompts_queued_before_it(
+    tmp_path,
+) -> None:
+    waiting = Waiting()
+    async with serving(waiting) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        warm = await editor.call(2, "session/prompt", _prompt(2, sid, "hi")["params"])
+        await editor.send(_prompt(3, sid, "wait 1"))  # on the reused worker
+        await _started(editor, "wait 1")
+        await editor.send(_prompt(4, sid, "queued"))
+        await editor.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        await editor.send(_prompt(5, sid, "after"))
+        replies = await _replies(editor, 3, 4, 5)
+    assert warm["result"] == {"stopReason": "end_turn"}
+    assert replies[3]["result"] == {"stopReason": "cancelled"}
+    assert replies[4]["result"] == {"stopReason": "cancelled"}
+    assert replies[5]["result"] == {"stopReason": "end_turn"}
+    assert waiting.stopped == ["wait 1"]
+
+
+async def test_cancel_request_on_a_prompt_is_request_cancelled_and_the_session_goes_on(
+    tmp_path,
+) -> None:
+    waiting = Waiting()
+    async with serving(waiting) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        await editor.send(_prompt(2, sid, "wait 1"))
+        await _started(editor, "wait 1")
+        await editor.send(
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2}}
+        )
+        [cancelled] = (await _replies(editor, 2)).values()
+        after = await editor.call(3, "session/prompt", _prompt(3, sid, "x")["params"])
+    assert cancelled["error"] == {"code": -32800, "message": "Request cancelled"}
+    assert after["result"] == {"stopReason": "end_turn"}
+    assert waiting.stopped == ["wait 1"]
+
+
+async def test_concurrent_turns_on_two_sessions_each_get_their_own_reply(
+    tmp_path,
+) -> None:
+    waiting = Waiting()
+    async with serving(waiting) as editor:
+        one = await editor.open_session(str(tmp_path))
+        new = {"cwd": str(tmp_path), "mcpServers": []}
+        two = (await editor.call(9, "session/new", new))["result"]["sessionId"]
+        await editor.send(_prompt(2, one, "wait one"))
+        await _started(editor, "wait one")
+        # Served by another worker while the first turn still runs.
+        quick = await editor.call(3, "session/prompt", _prompt(3, two, "q")["params"])
+        await editor.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": one}}
+        )
+        replies = await _replies(editor, 2)
+    assert quick["result"] == {"stopReason": "end_turn"}
+    assert replies[2]["result"] == {"stopReason": "cancelled"}
+    assert waiting.stopped == ["wait one"]
