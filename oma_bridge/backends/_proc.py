@@ -56,15 +56,20 @@ def child_environb(
 ) -> dict[bytes, bytes]:
     """``child_env`` as bytes: copying ``os.environb`` decodes nothing, which is
     most of the per-run cost of building an environment for a batch item."""
-    # CPython keeps the environment as bytes in ``_data`` (POSIX): copying that
-    # dict is one C call, where ``dict(os.environb)`` goes key by key in Python.
-    data = getattr(os.environb, "_data", None)
-    env = dict(data) if isinstance(data, dict) else dict(os.environb)
+    env = dict(environ_bytes())
     for name in scrub:
         env.pop(os.fsencode(name), None)
     if overrides:
         env.update((os.fsencode(k), os.fsencode(v)) for k, v in overrides.items())
     return env
+
+
+def environ_bytes() -> Mapping[bytes, bytes]:
+    """The process environment as bytes, not copied: do not modify it."""
+    # CPython keeps it in ``_data`` (POSIX): copying or comparing that dict is
+    # one C call, where going through ``os.environb`` is a Python call per key.
+    data = getattr(os.environb, "_data", None)
+    return data if isinstance(data, dict) else os.environb
 
 
 def resolve_executable(command: str, search: str | None, cwd: str | None) -> str:
@@ -174,6 +179,18 @@ class StderrTail:
         return redact(data.decode("utf-8", "replace"), secrets)
 
 
+def _prefill(fd: int, data: bytes) -> int:
+    """Write what an empty pipe takes of ``data`` without blocking; how much."""
+    os.set_blocking(fd, False)
+    sent = 0
+    try:
+        while sent < len(data):
+            sent += os.write(fd, data[sent : sent + 65536])
+    except BlockingIOError:
+        pass
+    return sent
+
+
 class _Spawn(Protocol):
     def __call__(
         self,
@@ -210,12 +227,25 @@ def spawn_releasing_gil() -> _Spawn | None:
     setsid_flag = ctypes.c_short(0x80)  # POSIX_SPAWN_SETSID
     state_size = 1024  # glibc's file-actions and attr structs: 80 and 336 bytes
 
-    def strings(items: Iterable[str | bytes]) -> ctypes.Array[ctypes.c_char_p]:
-        encoded = [os.fsencode(item) for item in items]
-        array = (ctypes.c_char_p * (len(encoded) + 1))()  # NULL-terminated
-        for i, item in enumerate(encoded):
-            array[i] = item
-        return array
+    def strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
+        return (ctypes.c_char_p * (len(items) + 1))(*items)  # NULL-terminated
+
+    # The last environment's C array: a batch spawns every item with the same
+    # environment object (ProcessBackend keeps one), so it is built once. One
+    # tuple, read and replaced whole, so spawning threads never mix two.
+    last_env: tuple[object, ctypes.Array[ctypes.c_char_p]] = (None, strings([]))
+
+    def environment(
+        env: Mapping[str, str] | Mapping[bytes, bytes],
+    ) -> ctypes.Array[ctypes.c_char_p]:
+        nonlocal last_env
+        cached_for, envp = last_env
+        if cached_for is not env:
+            envp = strings(
+                [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()]
+            )
+            last_env = (env, envp)
+        return envp
 
     def spawn(
         path: str,
@@ -225,8 +255,8 @@ def spawn_releasing_gil() -> _Spawn | None:
         file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
         setsid: bool,
     ) -> int:
-        envp = strings(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())
-        args = strings(argv)
+        envp = environment(env)
+        args = strings([os.fsencode(arg) for arg in argv])
         actions = ctypes.create_string_buffer(state_size)
         attr = ctypes.create_string_buffer(state_size)
         pid = ctypes.c_int()
@@ -279,18 +309,24 @@ class Child:
         env: Mapping[str, str] | Mapping[bytes, bytes],
         cwd: str | None,
         pipe_stdin: bool,
+        stdin_data: bytes = b"",
         release_gil: bool = False,
     ) -> None:
         """Spawn ``argv``.
 
+        ``stdin_data``: written to the stdin pipe before the child starts, as
+        much as the pipe holds (``stdin_sent`` says how much); when all of it
+        fits, stdin is closed too, so the child reads it and then end of file.
+        Nothing waits on the child, and no reader is woken up, to deliver it.
         ``release_gil``: other threads run while this one waits for the child
         to start (see ``spawn_releasing_gil``), so threads can spawn side by
         side; where that is not available, the same as without.
         """
         self._popen: subprocess.Popen[bytes] | None = None
+        self.stdin_sent = 0
         try:
             if cwd is None:
-                self._spawn(argv, env, pipe_stdin, release_gil)
+                self._spawn(argv, env, pipe_stdin, stdin_data, release_gil)
             else:
                 self._spawn_in(cwd, argv, env, pipe_stdin)
         except OSError as exc:
@@ -307,6 +343,7 @@ class Child:
         argv: Sequence[str],
         env: Mapping[str, str] | Mapping[bytes, bytes],
         pipe_stdin: bool,
+        stdin_data: bytes,
         release_gil: bool,
     ) -> None:
         """posix_spawn: about a third of Popen's CPU per start (batch jobs start
@@ -326,6 +363,11 @@ class Child:
                 ours.append(mine)
                 theirs.append(child)
                 actions.append((os.POSIX_SPAWN_DUP2, child, target))
+            if pipe_stdin and stdin_data:
+                self.stdin_sent = _prefill(ours[0], stdin_data)
+                if self.stdin_sent == len(stdin_data):
+                    os.close(ours[0])
+                    ours[0] = -1
             self.pid = spawn(
                 argv[0], list(argv), env, file_actions=actions, setsid=True
             )

@@ -33,6 +33,7 @@ from ._proc import (
     Child,
     StderrTail,
     child_environb,
+    environ_bytes,
     exit_error,
     resolve_executable,
     spawn_releasing_gil,
@@ -128,6 +129,8 @@ class ProcessBackend:
         # The command's path per child PATH: a batch looks it up once, not per
         # item. A failed lookup is not kept, so a later install is found.
         self._resolved: dict[bytes | None, str] = {}
+        # The child environment, kept while os.environ stays the same.
+        self._env: tuple[dict[bytes, bytes], dict[bytes, bytes]] | None = None
 
     @property
     def input_profile(self) -> InputProfile:
@@ -135,6 +138,15 @@ class ProcessBackend:
 
     def stream(self, request: RunRequest) -> _ProcessRun:
         return _ProcessRun(self, request)
+
+    def child_env(self) -> Mapping[bytes, bytes]:
+        """The children's environment (read-only): the same object for every
+        run until ``os.environ`` changes."""
+        current = environ_bytes()
+        if self._env is None or self._env[0] != current:
+            env = child_environb(self.config.env, self.config.scrub_env)
+            self._env = (dict(current), env)
+        return self._env[1]
 
     def executable(self, env: Mapping[bytes, bytes]) -> str:
         """The command's path under the child's ``env`` (BackendStartError if none)."""
@@ -483,7 +495,7 @@ class _ProcessRun:
         if timeout is not None:
             self._timeout = timeout
             self._deadline = self._started + timeout
-        env = self._env = child_environb(config.env, config.scrub_env)
+        env = self._env = self._backend.child_env()
         self._argv = [config.command, *config.args]
         text = _prompt_text(self._request)
         if config.input == "argument":
@@ -500,15 +512,17 @@ class _ProcessRun:
         """Start the child (in a RunPool, from one of its spawning threads)."""
         config = self._config
         try:
-            self._child = Child(
+            child = self._child = Child(
                 self._argv,
                 env=self._env,
                 cwd=config.cwd,
                 pipe_stdin=config.input == "stdin",
+                stdin_data=self._stdin_data,
                 release_gil=release_gil,
             )
         except OmaBridgeError as exc:
             return exc
+        self._stdin_sent = child.stdin_sent
         return None
 
     def _attach(self, sel: selectors.BaseSelector, *, shared: bool = True) -> None:
@@ -529,7 +543,7 @@ class _ProcessRun:
         if child.pidfd >= 0:
             sel.register(child.pidfd, selectors.EVENT_READ, data)
         self._sel = sel
-        # Most prompts fit in the pipe: write now, and wait to write only the rest.
+        # Most prompts fit in the pipe, and went in before the spawn.
         if child.stdin >= 0:
             if self._send_stdin():
                 child.close_stdin()

@@ -57,6 +57,13 @@ def drain(pool: RunPool, count: int) -> Iterator[tuple[Hashable, AgentRunResult]
             yield ended
 
 
+def wait_dead(pid: int) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    while not is_dead(pid):
+        assert time.monotonic() < deadline, f"{pid} is still alive"
+        time.sleep(0.01)
+
+
 def test_many_runs_each_get_their_own_output(spawners: int) -> None:
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
     with RunPool(backend, spawners=spawners) as pool:
@@ -142,7 +149,8 @@ def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
     assert slow.exit_code == -9  # SIGTERM was ignored: SIGKILL after the grace
     assert elapsed >= 0.3 + 0.5
     leader, grandchild = map(int, pidfile.read_text().split())
-    assert is_dead(grandchild) and is_dead(leader)
+    assert proc_state(leader) is None  # killed and reaped
+    wait_dead(grandchild)  # SIGKILL was sent; the kernel delivers it
 
 
 def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
@@ -189,11 +197,8 @@ def test_stop_kills_every_tree_and_returns_every_token(
         assert sorted(pool.stop()) == [0, 1, 2, 3]
         assert len(pool) == 0
     for leader, grandchild in trees:
-        deadline = time.monotonic() + HANG_GUARD
-        while not is_dead(grandchild):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
         assert proc_state(leader) is None  # killed and reaped
+        wait_dead(grandchild)
 
 
 def test_stop_takes_back_runs_not_yet_spawned() -> None:
@@ -238,3 +243,22 @@ def test_the_gil_releasing_spawn_matches_os_posix_spawn() -> None:
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     with pytest.raises(FileNotFoundError):
         spawn("/nonexistent/program", ["x"], {}, file_actions=[], setsid=False)
+
+
+def test_a_change_to_os_environ_reaches_the_next_child(
+    spawners: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The children's environment (and its C array) is built once per backend
+    # and kept only while os.environ stays the same.
+    backend = ProcessBackend(python("import os; print(os.environ.get('OMA_T'))"))
+    seen = []
+    for value in ("one", "two", None):
+        if value is None:
+            monkeypatch.delenv("OMA_T")
+        else:
+            monkeypatch.setenv("OMA_T", value)
+        with RunPool(backend, spawners=spawners) as pool:
+            for n in range(2):
+                pool.start(request("x"), n)
+            seen.append({result.output for _, result in drain(pool, 2)})
+    assert seen == [{"one\n"}, {"two\n"}, {"None\n"}]
