@@ -6,7 +6,6 @@ import codecs
 import contextlib
 import functools
 import os
-import queue
 import select
 import selectors
 import signal
@@ -209,7 +208,10 @@ class RunPool:
         self._sel = selectors.DefaultSelector()
         self._runs: dict[_ProcessRun, Hashable] = {}  # attached to the selector
         self._spawning: dict[_ProcessRun, Hashable] = {}  # handed to a thread
-        self._to_spawn: queue.SimpleQueue[_ProcessRun | None] = queue.SimpleQueue()
+        # Runs for the threads to spawn (None: a thread stops), and a count of
+        # them: a deque and a semaphore cost less to import than ``queue``.
+        self._to_spawn: deque[_ProcessRun | None] = deque()
+        self._queued = threading.Semaphore(0)
         self._spawned: deque[tuple[_ProcessRun, OmaBridgeError | None]] = deque()
         self._threads: list[threading.Thread] = []
         self._spawners = spawners if spawn_releasing_gil() is not None else 0
@@ -225,7 +227,7 @@ class RunPool:
         """Start a run that ``wait`` reports under ``token``; ``timeout`` can
         only shorten the configured one. Returns the result at once, and keeps
         nothing, when the command cannot start."""
-        run = _ProcessRun(self._backend, request)
+        run = _ProcessRun(self._backend, request, events=False)
         failure = run._prepare(timeout)
         if failure is None and not self._spawners:
             failure = run._spawn(release_gil=False)
@@ -242,11 +244,19 @@ class RunPool:
             thread.start()
             self._threads.append(thread)
         self._spawning[run] = token
-        self._to_spawn.put(run)
+        self._to_spawn.append(run)
+        self._queued.release()
         return None
 
     def _spawn_loop(self) -> None:
-        while (run := self._to_spawn.get()) is not None:
+        while True:
+            self._queued.acquire()
+            try:
+                run = self._to_spawn.popleft()
+            except IndexError:
+                continue  # stop() took it back
+            if run is None:
+                return
             self._spawned.append((run, run._spawn(release_gil=True)))
             self.wake()
 
@@ -303,9 +313,9 @@ class RunPool:
         all, up to ``kill_grace`` for them to exit, then SIGKILL) and reap it.
         Returns their tokens; they get no result."""
         stopped: list[Hashable] = []
-        with contextlib.suppress(queue.Empty):
+        with contextlib.suppress(IndexError):
             while True:
-                queued = self._to_spawn.get_nowait()
+                queued = self._to_spawn.popleft()
                 if queued is not None:
                     stopped.append(self._spawning.pop(queued))
         while True:  # spawns in flight end in well under a second
@@ -341,7 +351,8 @@ class RunPool:
             return
         self.stop()
         for _ in self._threads:
-            self._to_spawn.put(None)
+            self._to_spawn.append(None)
+            self._queued.release()
         for thread in self._threads:
             thread.join()
         self._sel.close()
@@ -383,10 +394,15 @@ class _ProcessRun:
     call, and every wait is bounded by the run's deadline.
     """
 
-    def __init__(self, backend: ProcessBackend, request: RunRequest) -> None:
+    def __init__(
+        self, backend: ProcessBackend, request: RunRequest, *, events: bool = True
+    ) -> None:
+        """``events=False``: nobody reads the events (a RunPool), so stdout is
+        kept as bytes and decoded once, at the end."""
         self._backend = backend
         self._config = backend.config
         self._request = request
+        self._raw: list[bytes] | None = None if events else []
         self._child: Child | None = None
         self._sel: selectors.BaseSelector | None = None
         self._pending: deque[StreamEvent] = deque()
@@ -644,6 +660,9 @@ class _ProcessRun:
             data = data[: max(room, 0)]
             self._truncated = True
         self._kept += len(data)
+        if self._raw is not None:
+            self._raw.append(data)
+            return not final
         text = self._decoder.decode(data, final=final)
         if text:
             self._output.append(text)
@@ -745,10 +764,10 @@ class _ProcessRun:
         aborted = self._finished
         self._ended = True
         self._release()
-        tail = self._decoder.decode(b"", final=True)
-        if tail:
-            self._output.append(tail)
-        output = "".join(self._output)
+        if self._raw is not None:
+            output = b"".join(self._raw).decode("utf-8", "replace")
+        else:
+            output = "".join(self._output) + self._decoder.decode(b"", final=True)
         if self._truncated:
             cap = self._config.max_output_bytes
             output += f"\n[oma-bridge: output truncated at {cap} bytes]\n"

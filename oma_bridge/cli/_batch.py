@@ -226,6 +226,9 @@ def scan(path: str) -> Scan:
     problems: list[Problem] = []
     count = 0
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        if not jsonl:  # one prompt per non-blank line, its number the id
+            ids: set[str | int] = {n for n, line in enumerate(f, 1) if line.strip()}
+            return Scan(jsonl, len(ids), problems, ids)
         for number, line in enumerate(f, 1):
             item, problem = _parse(line, number, jsonl)
             if problem is not None:
