@@ -19,7 +19,7 @@ from ..backends._redact import redact
 from ..bridge.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
@@ -191,6 +191,17 @@ class NdjsonStream:
         if self._out is None:
             raise anyio.ClosedResourceError
         await self._out.send(encode(message))
+
+    async def send_many(self, messages: Sequence[Mapping[str, object]]) -> None:
+        """Write several messages, one frame each, with one write.
+
+        Raises:
+            anyio.ClosedResourceError: there is no send side.
+            anyio.BrokenResourceError: the peer stopped reading.
+        """
+        if self._out is None:
+            raise anyio.ClosedResourceError
+        await self._out.send(b"".join([encode(message) for message in messages]))
 
     async def aclose(self) -> None:
         for stream in (self._in, self._out):

@@ -72,7 +72,7 @@ from .client import AcpBackendConfig
 from .connection import Connection, RequestError, RequestId, _is_id, arrival
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
@@ -284,16 +284,27 @@ class _Wire:
         return message
 
     async def send(self, message: Mapping[str, object]) -> None:
+        await self._write(self._frames.send(message))
+        self._sent(message)
+
+    async def send_many(self, messages: Sequence[Mapping[str, object]]) -> None:
+        await self._write(self._frames.send_many(messages))
+        for message in messages:
+            self._sent(message)
+
+    async def _write(self, write: Awaitable[None]) -> None:
         if self._bounded:
-            await self._frames.send(message)
-        else:
-            with anyio.move_on_after(_WRITE_TIMEOUT, shield=True) as scope:
-                await self._frames.send(message)
-            if scope.cancelled_caught:
-                # The frame may be torn and the peer is not reading: fail.
-                raise anyio.BrokenResourceError(
-                    f"the peer took no frame for {_WRITE_TIMEOUT} s"
-                )
+            await write
+            return
+        with anyio.move_on_after(_WRITE_TIMEOUT, shield=True) as scope:
+            await write
+        if scope.cancelled_caught:
+            # The frame may be torn and the peer is not reading: fail.
+            raise anyio.BrokenResourceError(
+                f"the peer took no frame for {_WRITE_TIMEOUT} s"
+            )
+
+    def _sent(self, message: Mapping[str, object]) -> None:
         if self._transcript is not None:
             self._transcript.write("out", dict(message))  # type: ignore[arg-type]
         if "method" not in message:

@@ -618,3 +618,30 @@ async def test_concurrent_turns_on_two_sessions_each_get_their_own_reply(
     assert quick["result"] == {"stopReason": "end_turn"}
     assert replies[2]["result"] == {"stopReason": "cancelled"}
     assert waiting.stopped == ["wait one"]
+
+
+async def test_a_quick_turn_writes_its_update_and_reply_together_in_order(
+    tmp_path, anyio_backend
+) -> None:
+    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
+    editor = EditorPeer(to_server, from_server)
+    with to_server, server_in, server_out, from_server, anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: serve_streams(Echo(), _Input(server_in), _Output(server_out))
+            )
+            sid = await editor.open_session(str(tmp_path))
+            await editor.send(_prompt(2, sid, "hi"))
+            writes = [await from_server.receive()]
+            if writes[0].count(b"\n") == 1:  # written one by one
+                writes.append(await from_server.receive())
+            editor.close()
+    frames = [json.loads(line) for line in b"".join(writes).splitlines()]
+    assert [f.get("method", f.get("id")) for f in frames] == ["session/update", 2]
+    assert frames[0]["params"]["update"]["content"] == {"type": "text", "text": "hi"}
+    assert frames[1]["result"] == {"stopReason": "end_turn"}
+    if anyio_backend == "asyncio":
+        # trio may run the reading loop before the handler (its scheduler
+        # shuffles), and then the frames go out one by one.
+        assert len(writes) == 1
