@@ -190,6 +190,11 @@ def _prefill(fd: int, data: bytes) -> int:
     return sent
 
 
+#: Signals Python ignores at start-up, given back their default action in the
+#: child (as subprocess's restore_signals does): ``cmd | head`` must end ``cmd``.
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
 class _Spawn(Protocol):
     def __call__(
         self,
@@ -199,6 +204,7 @@ class _Spawn(Protocol):
         *,
         file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
         setsid: bool,
+        setsigdef: tuple[int, ...],
     ) -> int: ...
 
 
@@ -211,7 +217,7 @@ def spawn_releasing_gil() -> _Spawn | None:
     more. ``os.posix_spawn`` holds the GIL all that time; a ctypes call
     releases it, so a batch can spawn from worker threads while its loop goes
     on with results. It supports what ``Child`` uses: DUP2 and OPEN file
-    actions, and ``setsid``.
+    actions, ``setsid`` and ``setsigdef``.
     """
     try:
         libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""
@@ -223,8 +229,16 @@ def spawn_releasing_gil() -> _Spawn | None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    setsid_flag = ctypes.c_short(0x80)  # POSIX_SPAWN_SETSID
+    setsigdef_flag, setsid_flag = 0x04, 0x80  # POSIX_SPAWN_SETSIGDEF, _SETSID
     state_size = 1024  # glibc's file-actions and attr structs: 80 and 336 bytes
+
+    @functools.cache
+    def sigset(signals: tuple[int, ...]) -> ctypes.Array[ctypes.c_char]:
+        result = ctypes.create_string_buffer(128)  # sizeof(sigset_t)
+        libc.sigemptyset(result)
+        for sig in signals:
+            libc.sigaddset(result, sig)
+        return result
 
     def strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
         return (ctypes.c_char_p * (len(items) + 1))(*items)  # NULL-terminated
@@ -253,6 +267,7 @@ def spawn_releasing_gil() -> _Spawn | None:
         *,
         file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
         setsid: bool,
+        setsigdef: tuple[int, ...],
     ) -> int:
         envp = environment(env)
         args = strings([os.fsencode(arg) for arg in argv])
@@ -274,8 +289,11 @@ def spawn_releasing_gil() -> _Spawn | None:
                     )
                 if err:
                     raise OSError(err, os.strerror(err))
-            if setsid:
-                libc.posix_spawnattr_setflags(attr, setsid_flag)
+            flags = setsid_flag if setsid else 0
+            if setsigdef:
+                libc.posix_spawnattr_setsigdefault(attr, sigset(setsigdef))
+                flags |= setsigdef_flag
+            libc.posix_spawnattr_setflags(attr, ctypes.c_short(flags))
             # The GIL is released for this call: other threads run meanwhile.
             err = libc.posix_spawn(
                 ctypes.byref(pid), os.fsencode(path), actions, attr, args, envp
@@ -368,7 +386,12 @@ class Child:
                     os.close(ours[0])
                     ours[0] = -1
             self.pid = spawn(
-                argv[0], list(argv), env, file_actions=actions, setsid=True
+                argv[0],
+                list(argv),
+                env,
+                file_actions=actions,
+                setsid=True,
+                setsigdef=_DEFAULT_SIGNALS,
             )
         except BaseException:
             for fd in ours:

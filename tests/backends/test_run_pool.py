@@ -8,6 +8,7 @@ fallback elsewhere), so both paths keep the same guarantees.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -235,14 +236,16 @@ def test_the_gil_releasing_spawn_matches_os_posix_spawn() -> None:
     )
     try:
         pid = spawn(sys.executable, [sys.executable, "-I", "-S", "-c", code, "arg"],
-                    {b"X": b"value"}, file_actions=actions, setsid=True)  # fmt: skip
+                    {b"X": b"value"}, file_actions=actions, setsid=True,
+                    setsigdef=())  # fmt: skip
     finally:
         os.close(write)
     with os.fdopen(read, "rb") as out:
         assert out.read() == b"arg value True\n"
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     with pytest.raises(FileNotFoundError):
-        spawn("/nonexistent/program", ["x"], {}, file_actions=[], setsid=False)
+        spawn("/nonexistent/program", ["x"], {}, file_actions=[], setsid=False,
+              setsigdef=())  # fmt: skip
 
 
 def test_a_change_to_os_environ_reaches_the_next_child(
@@ -262,3 +265,15 @@ def test_a_change_to_os_environ_reaches_the_next_child(
                 pool.start(request("x"), n)
             seen.append({result.output for _, result in drain(pool, 2)})
     assert seen == [{"one\n"}, {"two\n"}, {"None\n"}]
+
+
+def test_children_get_the_default_action_for_sigpipe(spawners: int) -> None:
+    # Python ignores SIGPIPE; a child must not inherit that, or `cmd | head`
+    # style agents would see EPIPE errors instead of ending quietly.
+    config = ProcessBackendConfig(command="cat", args=("/proc/self/status",))
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        pool.start(request("x"), "a")
+        [(_, result)] = drain(pool, 1)
+    ignored = int(result.output.split("SigIgn:")[1].split()[0], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+    assert not ignored & (1 << (signal.SIGXFSZ - 1))
