@@ -68,7 +68,7 @@ def sync_batch(
         return None
     return SyncBatch(
         agent,
-        backend.run_pool(),
+        backend,
         items,
         concurrency=concurrency,
         timeout=timeout,
@@ -135,7 +135,7 @@ class SyncBatch:
     def __init__(
         self,
         agent: Agent,
-        pool: RunPool,
+        backend: PoolingBackend,
         items: Iterable[BatchItem | str],
         *,
         concurrency: int,
@@ -144,7 +144,9 @@ class SyncBatch:
         backoff: float,
     ) -> None:
         self._agent = agent
-        self._pool = pool
+        self._backend = backend
+        self._pool: RunPool | None = None  # while results() runs
+        self._started = False
         self._items = _items(items)
         self._concurrency = concurrency
         self._timeout = timeout
@@ -166,13 +168,24 @@ class SyncBatch:
 
     def cancel(self) -> None:
         self._stopping = True
-        self._pool.wake()
+        if self._pool is not None:
+            self._pool.wake()
 
     def results(
         self, on_tick: Callable[[], object] | None = None, tick: float = 0.2
     ) -> Iterator[BatchResult]:
+        if self._started:
+            raise RuntimeError("a SyncBatch can be run only once")
+        self._started = True
+        return self._results(on_tick, tick)
+
+    def _results(
+        self, on_tick: Callable[[], object] | None, tick: float
+    ) -> Iterator[BatchResult]:
+        # The pool (a selector, a pipe, threads) exists only while this runs.
+        self._pool = self._backend.run_pool()
         try:
-            yield from self._run(on_tick, tick)
+            yield from self._run(self._pool, on_tick, tick)
         finally:
             self._pool.close()
 
@@ -180,9 +193,9 @@ class SyncBatch:
         return self.results()
 
     def _run(
-        self, on_tick: Callable[[], object] | None, tick: float
+        self, pool: RunPool, on_tick: Callable[[], object] | None, tick: float
     ) -> Iterator[BatchResult]:
-        pool, slots, retry_at = self._pool, self._slots, self._retry_at
+        slots, retry_at = self._slots, self._retry_at
         exhausted = False
         next_tick = time.monotonic() + tick
         while True:
@@ -193,10 +206,10 @@ class SyncBatch:
                 else:
                     self._tokens += 1
                     slots[self._tokens] = _Slot(item)
-                    yield from self._attempt(self._tokens)
+                    yield from self._attempt(pool, self._tokens)
             now = time.monotonic()
             while retry_at and retry_at[0][0] <= now and not self._stopping:
-                yield from self._attempt(heapq.heappop(retry_at)[1])
+                yield from self._attempt(pool, heapq.heappop(retry_at)[1])
             if self._stopping:
                 pool.stop()
                 for token in list(slots):
@@ -213,7 +226,7 @@ class SyncBatch:
             for key, result in pool.wait(None if wait == float("inf") else wait):
                 yield from self._ended(cast("int", key), Outcome.of(result))
 
-    def _attempt(self, token: int) -> Iterator[BatchResult]:
+    def _attempt(self, pool: RunPool, token: int) -> Iterator[BatchResult]:
         slot = self._slots[token]
         slot.attempts += 1
         if slot.request is None:
@@ -224,7 +237,7 @@ class SyncBatch:
                 return
             text = _inputs.latest_user_text(messages)
             slot.request = self._agent._request(text, messages)
-        failed = self._pool.start(slot.request, token, self._timeout)
+        failed = pool.start(slot.request, token, self._timeout)
         if failed is not None:
             yield from self._ended(token, Outcome.of(failed))
 

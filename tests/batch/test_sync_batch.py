@@ -147,3 +147,14 @@ def test_every_item_has_exactly_one_result(tmp_path: Path, concurrency: int) -> 
     assert sorted(r.id for r in got) == list(range(1, 31))
     assert all(r.output == f"done: i{r.id - 1}" for r in got)  # type: ignore[operator]
     assert sorted(ledger_lines(ledger)) == sorted(f"i{n}" for n in range(30))
+
+
+def test_nothing_is_opened_until_the_results_are_read(tmp_path: Path) -> None:
+    # The no_leaks fixture fails the test on a descriptor left open.
+    batch = sync_batch(ledger_agent(tmp_path / "ledger"), ["a"], concurrency=1)
+    assert batch is not None
+    batch.cancel()  # before it starts: nothing runs, nothing is reported
+    assert list(batch.results()) == []
+    assert not ledger_lines(tmp_path / "ledger")
+    with pytest.raises(RuntimeError, match="only once"):
+        batch.results()
