@@ -20,6 +20,7 @@ import anyio
 
 from ..bridge import (
     AgentRunResult,
+    BackendStartError,
     BackendTimeout,
     DoneEvent,
     ErrorEvent,
@@ -257,7 +258,12 @@ class RunPool:
                 continue  # stop() took it back
             if run is None:
                 return
-            self._spawned.append((run, run._spawn(release_gil=True)))
+            try:
+                failure = run._spawn(release_gil=True)
+            except Exception as exc:  # a run must never be left unreported
+                reason = f"{type(exc).__name__}: {exc}"
+                failure = BackendStartError(run._config.command, reason=reason)
+            self._spawned.append((run, failure))
             self.wake()
 
     def _take_spawned(self) -> list[tuple[Hashable, AgentRunResult]]:

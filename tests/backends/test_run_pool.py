@@ -277,3 +277,28 @@ def test_children_get_the_default_action_for_sigpipe(spawners: int) -> None:
     ignored = int(result.output.split("SigIgn:")[1].split()[0], 16)
     assert not ignored & (1 << (signal.SIGPIPE - 1))
     assert not ignored & (1 << (signal.SIGXFSZ - 1))
+
+
+def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not GLIBC:
+        pytest.skip("spawning threads need glibc's posix_spawn")
+    from oma_bridge.backends import process
+
+    real = process._ProcessRun._spawn
+
+    def spawn(run: process._ProcessRun, *, release_gil: bool) -> object:
+        if run._request.prompt == "boom":
+            raise RuntimeError("out of luck")
+        return real(run, release_gil=release_gil)
+
+    monkeypatch.setattr(process._ProcessRun, "_spawn", spawn)
+    with RunPool(ProcessBackend(ProcessBackendConfig(command="cat"))) as pool:
+        for prompt in ("a", "boom", "b"):
+            assert pool.start(request(prompt), prompt) is None
+        results = dict(drain(pool, 3))
+    assert results["a"].output == "a" and results["b"].output == "b"
+    error = results["boom"].error
+    assert isinstance(error, BackendStartError)
+    assert "RuntimeError: out of luck" in str(error)
