@@ -20,12 +20,12 @@ handler ran were the largest costs between reading a prompt and writing its
 first update. Workers are reused one request after another, so a context
 variable a handler sets may still be set for a later request on that worker.
 What the handler sends during that first step (a quick turn's update and its
-reply) is held and written with one write when the loop resumes, in the same
-pass of the event loop: the peer then wakes once per turn instead of once per
-frame, which measured as the other large part of the gap. Later frames (a turn
-that waits for its agent) are written as they are sent. On trio, whose
-scheduler may run the loop before the handler, the frames are sometimes
-written one by one; nothing else depends on it.
+reply) is held and written with one write, when a reply is sent or else when
+the loop resumes, in the same pass of the event loop: the peer then wakes once
+per turn instead of once per frame, which measured as the other large part of
+the gap. Later frames (a turn that waits for its agent) are written as they are
+sent. On trio, whose scheduler may run the loop before the handler, the frames
+are sometimes written one by one; nothing else depends on it.
 
 Routing: incoming messages are routed with a dict lookup on the method name,
 not with jsonrpcserver. Measured here: importing jsonrpcserver costs about
@@ -314,8 +314,14 @@ class Connection:
             raise self.error
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("-> %s", self._loggable(message))  # type: ignore[arg-type]
-        if self._held is not None:
-            self._held.append(message)
+        held = self._held
+        if held is not None:
+            held.append(message)
+            if "method" in message:
+                return
+            # A reply ends its exchange: it goes out now, with what was held.
+            self._held = []
+            await self._send_held(held)
             return
         # Most sends find the lock free: take it without a checkpoint (the
         # write itself is none either, unless the pipe is full).
