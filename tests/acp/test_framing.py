@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import anyio
 import pytest
 
@@ -106,8 +109,28 @@ async def test_send_writes_compact_frames() -> None:
     stream = NdjsonStream(None, Sink(), max_line_bytes=10)  # type: ignore[arg-type]
     await stream.send({"a": [1, "é"]})
     assert receive.receive_nowait() == '{"a":[1,"é"]}\n'.encode()
+    await stream.send_many([{"b": 2}, {"c": None}])  # several frames, one write
+    assert receive.receive_nowait() == b'{"b":2}\n{"c":null}\n'
     send.close()
     receive.close()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": 'é \u2028 \x00 "q" 🎉', "n": [1, -2.5, 1e300, None, True]},
+        {"nested": {"deep": [[{}], []]}, "": ""},
+        ["top", "level", 0],
+    ],
+)
+def test_encode_is_compact_json_with_the_text_kept(value: Any) -> None:
+    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert encode(value) == expected.encode() + b"\n"
+
+
+def test_encode_refuses_what_json_cannot_hold() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode({"x": object()})
 
 
 def _splits(data: bytes) -> list[tuple[bytes, ...]]:
