@@ -6,6 +6,7 @@ import codecs
 import contextlib
 import functools
 import os
+import queue
 import select
 import selectors
 import signal
@@ -208,11 +209,12 @@ class RunPool:
         self._backend = backend
         self._sel = selectors.DefaultSelector()
         self._runs: dict[_ProcessRun, Hashable] = {}  # attached to the selector
+        # Runs that may need attention without I/O (a deadline, an exited
+        # leader whose pipes stay open, no pidfd): the only ones a wait checks.
+        self._timed: dict[_ProcessRun, None] = {}
         self._spawning: dict[_ProcessRun, Hashable] = {}  # handed to a thread
-        # Runs for the threads to spawn (None: a thread stops), and a count of
-        # them: a deque and a semaphore cost less to import than ``queue``.
-        self._to_spawn: deque[_ProcessRun | None] = deque()
-        self._queued = threading.Semaphore(0)
+        # Runs for the threads to spawn; None stops a thread.
+        self._to_spawn: queue.SimpleQueue[_ProcessRun | None] = queue.SimpleQueue()
         self._spawned: deque[tuple[_ProcessRun, OmaBridgeError | None]] = deque()
         self._threads: list[threading.Thread] = []
         self._spawners = spawners if spawn_releasing_gil() is not None else 0
@@ -233,8 +235,7 @@ class RunPool:
         if failure is None and not self._spawners:
             failure = run._spawn(release_gil=False)
             if failure is None:
-                run._attach(self._sel)
-                self._runs[run] = token
+                self._watch(run, token)
                 return None
         if failure is not None:
             return run._terminal(failure).result
@@ -245,17 +246,12 @@ class RunPool:
             thread.start()
             self._threads.append(thread)
         self._spawning[run] = token
-        self._to_spawn.append(run)
-        self._queued.release()
+        self._to_spawn.put(run)
         return None
 
     def _spawn_loop(self) -> None:
         while True:
-            self._queued.acquire()
-            try:
-                run = self._to_spawn.popleft()
-            except IndexError:
-                continue  # stop() took it back
+            run = self._to_spawn.get()
             if run is None:
                 return
             try:
@@ -275,9 +271,14 @@ class RunPool:
             if failure is not None:
                 failed.append((token, run._terminal(failure).result))
             else:
-                run._attach(self._sel)
-                self._runs[run] = token
+                self._watch(run, token)
         return failed
+
+    def _watch(self, run: _ProcessRun, token: Hashable) -> None:
+        run._attach(self._sel)
+        self._runs[run] = token
+        if run._deadline != float("inf") or run._child.pidfd < 0:  # type: ignore[union-attr]
+            self._timed[run] = None
 
     def wait(self, timeout: float | None) -> list[tuple[Hashable, AgentRunResult]]:
         """Block until some I/O, a run's deadline, ``timeout`` or ``wake``;
@@ -285,7 +286,7 @@ class RunPool:
         now = time.monotonic()
         budget = float("inf") if timeout is None else timeout
         due: list[tuple[float, _ProcessRun]] = []
-        for run in self._runs:
+        for run in self._timed:
             left = run._pool_budget(now)
             if left != float("inf"):
                 due.append((now + left, run))
@@ -307,6 +308,9 @@ class RunPool:
             terminal = run._pool_check(now)
             if terminal is not None:
                 ended.append((self._runs.pop(run), terminal.result))
+                self._timed.pop(run, None)
+            elif run._exited_at is not None:
+                self._timed[run] = None  # its pipes get a grace period
         return ended
 
     def wake(self) -> None:
@@ -319,9 +323,9 @@ class RunPool:
         all, up to ``kill_grace`` for them to exit, then SIGKILL) and reap it.
         Returns their tokens; they get no result."""
         stopped: list[Hashable] = []
-        with contextlib.suppress(IndexError):
+        with contextlib.suppress(queue.Empty):
             while True:
-                queued = self._to_spawn.popleft()
+                queued = self._to_spawn.get_nowait()
                 if queued is not None:
                     stopped.append(self._spawning.pop(queued))
         while True:  # spawns in flight end in well under a second
@@ -348,6 +352,7 @@ class RunPool:
             child.reap()
             run._release()
             stopped.append(self._runs.pop(run))
+            self._timed.pop(run, None)
         return stopped
 
     def close(self) -> None:
@@ -357,8 +362,7 @@ class RunPool:
             return
         self.stop()
         for _ in self._threads:
-            self._to_spawn.append(None)
-            self._queued.release()
+            self._to_spawn.put(None)
         for thread in self._threads:
             thread.join()
         self._sel.close()

@@ -290,6 +290,8 @@ class Writer:
 
     def __init__(self, path: str | None) -> None:
         self.path = path
+        # One encoder: json.dumps with any option builds a new one per call.
+        self._encode = json.JSONEncoder(ensure_ascii=False).encode
         if path is None:
             self._fd = sys.stdout.fileno()
             self._own = False
@@ -298,7 +300,7 @@ class Writer:
             self._own = True
 
     def write(self, record: dict[str, JSONValue]) -> None:
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        data = (self._encode(record) + "\n").encode()
         while data:
             data = data[os.write(self._fd, data) :]
 

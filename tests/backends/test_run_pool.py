@@ -302,3 +302,33 @@ def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
     error = results["boom"].error
     assert isinstance(error, BackendStartError)
     assert "RuntimeError: out of luck" in str(error)
+
+
+def test_a_leader_gone_while_an_escaped_child_holds_the_pipes_ends_after_grace(
+    spawners: int,
+) -> None:
+    # The leader exits at once; a descendant that left its process group (so
+    # the group kill misses it) keeps stdout open. The run ends kill_grace
+    # after the leader, not when that descendant would.
+    escape = (
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+    )
+    config = python(escape, kill_grace=0.3)
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        started = time.monotonic()
+        pool.start(request("x"), "a")
+        [(_, result)] = drain(pool, 1)
+        elapsed = time.monotonic() - started
+    escaped = int(result.output)
+    try:
+        assert result.success and 0.3 <= elapsed < 5
+        assert not is_dead(escaped)  # out of reach, as documented
+    finally:
+        os.kill(escaped, signal.SIGKILL)
+        wait_dead(escaped)
