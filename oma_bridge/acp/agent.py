@@ -5,8 +5,13 @@ transport); stdout carries nothing but frames and logs go to stderr. Each
 ``session/new`` builds its own ``Agent`` whose backend runs in the session's
 ``cwd``, so many sessions live in one process; ``session/prompt`` runs it and
 streams its events back as ``session/update`` notifications. Behind an ACP
-backend (``serve --acp``) this is a proxy: the real agent's permission, file
-and terminal requests are forwarded to the editor (see ``serve``).
+backend (``serve --acp``) this is a proxy: the real agent's ``session/update``
+notifications go to the editor as the agent sent them (only ``sessionId``
+becomes the editor's), not rebuilt from events, so every kind and field passes
+(user message chunks, available commands, modes, config options, session info,
+a tool call's content and locations); its permission, file and terminal
+requests are forwarded to the editor (see ``serve``). Updates it sends between
+turns reach the editor when the next turn starts reading it.
 
 Choices where the spec leaves room, and why:
 
@@ -77,7 +82,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
     from ..bridge import AgentBackend, AgentRunResult, JSONValue, StreamEvent
-    from .client import PermissionPolicy, PermissionRequest
+    from .client import FrameObserver, PermissionPolicy, PermissionRequest
 
 __all__ = ("ServePermission", "ServeTarget", "serve", "serve_streams")
 
@@ -193,8 +198,8 @@ async def _serve(
     transcript: str | os.PathLike[str] | None,
     debug: bool,
 ) -> None:
-    server = _Server(target, permission=permission)
     log = _Transcript.open(transcript) if transcript is not None else None
+    server = _Server(target, permission=permission, transcript=log)
     wire = _Wire(frames, log, on_eof=server.cancel_all, bounded=bounded)
     conn = server.conn = Connection(
         wire, handler=server, reply_to_bad_frames=True, debug=debug
@@ -218,7 +223,12 @@ async def _serve(
 
 @final
 class _Transcript:
-    """JSON lines of every frame, both ways, with secrets redacted."""
+    """JSON lines of every frame, both ways, with secrets redacted.
+
+    Each entry has ``time``, ``dir`` (``"in"``: received by oma-bridge,
+    ``"out"``: sent by it), ``peer`` (``"editor"``, or ``"agent"`` for the real
+    agent behind ``serve --acp``) and ``frame``.
+    """
 
     def __init__(self, file: TextIO) -> None:
         self._file = file
@@ -228,11 +238,30 @@ class _Transcript:
     def open(cls, path: str | os.PathLike[str]) -> _Transcript:
         return cls(open(path, "a", encoding="utf-8"))
 
-    def write(self, direction: Literal["in", "out"], frame: JSONValue) -> None:
-        entry = {"time": round(time.time(), 6), "dir": direction, "frame": frame}
+    def add_secrets(self, env: Mapping[str, str]) -> None:
+        """Also redact the secret-looking values of ``env`` (an agent's own)."""
+        self._secrets = tuple(
+            sorted({*self._secrets, *secret_values(env)}, key=len, reverse=True)
+        )
+
+    def write(
+        self,
+        direction: Literal["in", "out"],
+        frame: JSONValue,
+        peer: Literal["editor", "agent"] = "editor",
+    ) -> None:
+        entry = {
+            "time": round(time.time(), 6),
+            "dir": direction,
+            "peer": peer,
+            "frame": frame,
+        }
         line = json.dumps(redact_json(entry, self._secrets), ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
+
+    def agent_frame(self, direction: Literal["in", "out"], frame: JSONValue) -> None:
+        self.write(direction, frame, "agent")
 
     def close(self) -> None:
         self._file.close()
@@ -327,9 +356,11 @@ class _Wire:
 class _Session:
     """One editor session: its own agent, one turn at a time."""
 
-    def __init__(self, session_id: str, agent: Agent) -> None:
+    def __init__(self, session_id: str, agent: Agent, *, proxied: bool) -> None:
         self.id = session_id
         self.agent = agent
+        #: Behind serve --acp: the agent's updates pass through as it sent them.
+        self.proxied = proxied
         self.lock = anyio.Lock(fast_acquire=True)
         #: Frames up to this one were read before the last session/cancel:
         #: prompts among them are cancelled, even those not started yet.
@@ -350,9 +381,16 @@ class _Session:
 class _Server:
     """Answers the editor (the ``Handler`` of the connection)."""
 
-    def __init__(self, target: ServeTarget, *, permission: ServePermission) -> None:
+    def __init__(
+        self,
+        target: ServeTarget,
+        *,
+        permission: ServePermission,
+        transcript: _Transcript | None = None,
+    ) -> None:
         self._target = target
         self._permission = permission
+        self._transcript = transcript
         self._sessions: dict[str, _Session] = {}
         self._client_caps: dict[str, JSONValue] = {}
         self.conn: Connection | None = None
@@ -425,23 +463,26 @@ class _Server:
         if not isinstance(servers, list):
             raise RequestError(m.INVALID_PARAMS, "mcpServers must be a list")
         session_id = f"sess_{uuid.uuid4().hex}"
-        config = self._session_config(session_id, cwd, servers)
-        self._sessions[session_id] = _Session(session_id, Agent(config))
+        config, proxied = self._session_config(session_id, cwd, servers)
+        self._sessions[session_id] = _Session(
+            session_id, Agent(config), proxied=proxied
+        )
         logger.info("session %s in %s runs %s", session_id, cwd, config.name)
         return {"sessionId": session_id}
 
     def _session_config(
         self, session_id: str, cwd: str, servers: list[JSONValue]
-    ) -> AgentConfig:
-        """The session's own agent: the target's, working in ``cwd``."""
+    ) -> tuple[AgentConfig, bool]:
+        """The session's own agent, working in ``cwd``; whether it is a proxy."""
         target = self._target
         if isinstance(target, AgentConfig):
             config = target
         elif isinstance(target, BackendConfig):
             config = AgentConfig(name=_display_name(target) or "agent", backend=target)
         else:
-            return target(cwd)  # a factory places its agent itself
+            return target(cwd), False  # a factory places its agent itself
         backend = config.backend
+        proxied = isinstance(backend, AcpBackendConfig)
         if isinstance(backend, AcpBackendConfig):
             backend = self._proxy_config(backend, session_id, servers)
         if _has_cwd(backend):
@@ -450,7 +491,7 @@ class _Server:
             logger.warning(
                 "the agent's backend is a shared instance: session cwd %s ignored", cwd
             )
-        return dataclasses.replace(config, backend=backend)
+        return dataclasses.replace(config, backend=backend), proxied
 
     def _proxy_config(
         self, backend: AcpBackendConfig, session_id: str, servers: list[JSONValue]
@@ -479,10 +520,23 @@ class _Server:
                 )
             return None  # our own sandbox and terminals, when enabled
 
+        theirs = backend.on_update
+
+        async def pass_through(params: dict[str, JSONValue]) -> None:
+            if theirs is not None:
+                await theirs(params)
+            assert self.conn is not None
+            # As the agent sent it; only the session id becomes the editor's.
+            await self.conn.notify(
+                m.SESSION_UPDATE, {**params, "sessionId": session_id}
+            )
+
         permission = self._permission
         return dataclasses.replace(
             backend,
             delegate=delegate,
+            on_update=pass_through,
+            on_frame=self._agent_frames(backend),
             permission=_defer if permission == "ask" else permission,
             # The editor decides at its own pace: a person may be answering.
             permission_timeout=max(backend.permission_timeout, 24 * 3600.0),
@@ -493,6 +547,20 @@ class _Server:
                 *(s for s in servers if isinstance(s, dict)),
             ),
         )
+
+    def _agent_frames(self, backend: AcpBackendConfig) -> FrameObserver | None:
+        """The real agent's frames go in the transcript too (``peer: agent``)."""
+        log, theirs = self._transcript, backend.on_frame
+        if log is None:
+            return theirs
+        log.add_secrets(backend.env or {})
+
+        def observe(direction: Literal["in", "out"], frame: JSONValue) -> None:
+            if theirs is not None:
+                theirs(direction, frame)
+            log.agent_frame(direction, frame)
+
+        return observe
 
     async def _ask_editor(
         self, session_id: str, method: str, params: JSONValue
@@ -548,6 +616,8 @@ class _Server:
                 if isinstance(event, (DoneEvent, ErrorEvent)):
                     result = event.result
                     break
+                if session.proxied:
+                    continue  # its updates passed through as the agent sent them
                 update = _update(event)
                 if update is not None:
                     await self.conn.notify(

@@ -101,8 +101,10 @@ __all__ = (
     "AcpBackend",
     "AcpBackendConfig",
     "ClientDelegate",
+    "FrameObserver",
     "PermissionPolicy",
     "PermissionRequest",
+    "UpdateHook",
 )
 
 logger = logging.getLogger(__name__)
@@ -136,6 +138,12 @@ PermissionCallback: TypeAlias = Callable[
 #: ``delegate(method, params)``: serves a request the agent makes of its client;
 #: None means "not served here" (see ``AcpBackendConfig.delegate``).
 ClientDelegate: TypeAlias = Callable[[str, "JSONValue"], Awaitable["JSONValue"]]
+#: ``on_update(params)``: sees a ``session/update`` as the agent sent it (see
+#: ``AcpBackendConfig.on_update``).
+UpdateHook: TypeAlias = Callable[[dict[str, "JSONValue"]], Awaitable[None]]
+#: ``on_frame(direction, message)``: sees a JSON-RPC message to ("out") or from
+#: ("in") the agent (see ``AcpBackendConfig.on_frame``).
+FrameObserver: TypeAlias = Callable[[Literal["in", "out"], "JSONValue"], None]
 PermissionPolicy: TypeAlias = (
     Literal["auto-approve", "reject", "read-only"] | PermissionCallback
 )
@@ -182,6 +190,17 @@ class AcpBackendConfig:
             editor this way. A ``RemoteError`` it raises is sent back as that
             JSON-RPC error. ``fs`` and ``terminal`` still decide what is
             advertised to the agent.
+        on_update: Awaited with the params of every ``session/update`` the
+            agent sends for the session, as sent (``sessionId``, ``update``,
+            ``_meta``; every kind, including those no event is made of), in
+            order and before the events made of it, which are unchanged.
+            ``oma-bridge serve --acp`` passes updates through to the editor
+            this way. It runs in the task reading the agent, a run's consumer:
+            updates the agent sends between runs come when the next run starts
+            reading. An ``OmaBridgeError`` it raises fails the run.
+        on_frame: Called with every JSON-RPC message to (``"out"``) and from
+            (``"in"``) the agent, for logging (``serve --transcript`` records
+            the agent side this way); it must not block.
         extra_roots: More directories the file sandbox admits besides ``cwd``.
         auth_method: The ``authMethods`` id to authenticate with when the agent
             requires authentication.
@@ -214,6 +233,8 @@ class AcpBackendConfig:
     fs: bool = False
     terminal: bool = False
     delegate: ClientDelegate | None = None
+    on_update: UpdateHook | None = None
+    on_frame: FrameObserver | None = None
     extra_roots: tuple[str, ...] = ()
     auth_method: str | None = None
     startup_timeout: float = 60.0
@@ -306,6 +327,8 @@ class _AgentProcess:
         # The run whose turn is in flight: weak, so a run its consumer dropped
         # without aclose() dies and is noticed (see AcpBackend._active).
         self.run: weakref.ref[_AcpRun] | None = None
+        # session/update params for config.on_update, read but not yet passed on.
+        self.raw_updates: deque[dict[str, JSONValue]] = deque()
         # session/cancel is on its way: permission requests get `cancelled`.
         self.cancelling = False
         self.sandbox = FileSandbox(
@@ -340,7 +363,7 @@ class _AgentProcess:
         stream = self.stream = NdjsonStream(
             self.reader, self.writer, max_line_bytes=config.max_line_bytes
         )
-        conn = self.conn = Connection(stream, handler=self)
+        conn = self.conn = Connection(stream, handler=self, observe=config.on_frame)
         if config.terminal:
             self.terminals = Terminals(
                 self.side,
@@ -537,14 +560,25 @@ class _AgentProcess:
     # -- the Handler protocol -------------------------------------------------------
 
     def handle_notification(self, method: str, params: JSONValue) -> None:
-        run = self.run() if self.run is not None else None
-        if method != m.SESSION_UPDATE or self.replaying or run is None:
+        if method != m.SESSION_UPDATE:
             return
         if not isinstance(params, dict) or params.get("sessionId") != self.session_id:
+            return
+        if self.config.on_update is not None:
+            self.raw_updates.append(params)
+        run = self.run() if self.run is not None else None
+        if self.replaying or run is None:
             return
         update = params.get("update")
         if isinstance(update, dict):
             run.on_update(update)
+
+    async def pass_updates(self) -> None:
+        """Await ``config.on_update`` for the updates read so far, in order."""
+        hook = self.config.on_update
+        assert hook is not None
+        while self.raw_updates:
+            await hook(self.raw_updates.popleft())
 
     async def handle_request(self, method: str, params: JSONValue) -> JSONValue:
         if method == m.SESSION_REQUEST_PERMISSION and self.cancelling:
@@ -947,7 +981,11 @@ class _AcpRun:
                 and self._prompt_id is not None
             )
             conn = agent.conn
-            while not self._events:
+            while True:
+                if agent.raw_updates:
+                    await agent.pass_updates()  # before the events made of them
+                if self._events:
+                    return self._events.popleft()
                 if conn.has_response(self._prompt_id):
                     return await self._complete()
                 remaining = self._deadline - time.monotonic()
@@ -958,7 +996,6 @@ class _AcpRun:
                 else:
                     with anyio.move_on_after(remaining):
                         await conn.pump()
-            return self._events.popleft()
         except OmaBridgeError as exc:
             return await self._fail(exc)
         except anyio.ClosedResourceError:
@@ -1222,6 +1259,9 @@ class _AcpRun:
                             await conn.pump()
                         await conn.wait_response(self._prompt_id)
                         done = True
+                        if agent.raw_updates:
+                            # What the agent sent before ending the turn.
+                            await agent.pass_updates()
             except OmaBridgeError:
                 done = conn.error is None
             except anyio.ClosedResourceError:  # AcpBackend.aclose() closed it

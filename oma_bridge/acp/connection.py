@@ -45,7 +45,7 @@ import logging
 import os
 import traceback
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Protocol, TypeGuard, final
+from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard, final
 
 import anyio
 import anyio.lowlevel
@@ -184,6 +184,8 @@ class Connection:
         reply_to_bad_frames: Answer a bad frame with ``-32700`` and go on (agent
             role) instead of failing the connection (client role).
         debug: Include the exception text in ``-32603`` replies.
+        observe: Called with ``"in"`` and each message read, and ``"out"`` and
+            each message written (a transcript); it must not block.
     """
 
     def __init__(
@@ -194,6 +196,7 @@ class Connection:
         next_id: Iterator[int] | None = None,
         reply_to_bad_frames: bool = False,
         debug: bool = False,
+        observe: Callable[[Literal["in", "out"], JSONValue], None] | None = None,
     ) -> None:
         self._stream = messages
         self._send_many: (
@@ -203,6 +206,7 @@ class Connection:
         self._ids = next_id if next_id is not None else itertools.count()
         self._reply_bad = reply_to_bad_frames
         self._debug = debug
+        self._observe = observe
         self._pending: dict[RequestId, _Pending] = {}
         # Requests we received and have not answered yet: id -> method.
         self._incoming: dict[RequestId, str] = {}
@@ -338,6 +342,8 @@ class Connection:
             ) from exc
         finally:
             lock.release()
+        if self._observe is not None:
+            self._observe("out", message)  # type: ignore[arg-type]
 
     # -- incoming --------------------------------------------------------------
 
@@ -381,6 +387,8 @@ class Connection:
             return
         self._received += 1
         _HANDLING.set((self._received, None))
+        if self._observe is not None:
+            self._observe("in", message)
         await self.handle(message)
 
     async def handle(self, message: JSONValue) -> None:
@@ -582,6 +590,8 @@ class Connection:
                 continue
             self._received += 1
             _HANDLING.set((self._received, None))
+            if self._observe is not None:
+                self._observe("in", message)
             if (
                 isinstance(message, dict)
                 and _is_id(message.get("id"))
@@ -631,6 +641,9 @@ class Connection:
             ) from exc
         finally:
             lock.release()
+        if self._observe is not None:
+            for message in messages:
+                self._observe("out", message)  # type: ignore[arg-type]
 
     async def _work(self, message: dict[str, JSONValue], number: int) -> None:
         """A worker: answer ``message``, then wait idle for the next request."""

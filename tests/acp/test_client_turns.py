@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import anyio
 import pytest
@@ -317,3 +318,62 @@ async def test_missing_command_is_a_start_error(tmp_path) -> None:
     assert isinstance(result, type(result)) and isinstance(
         [e async for e in agent.stream("hi")][-1], ErrorEvent
     )
+
+
+def _sent_updates(log) -> list[dict]:
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    return [e["params"] for e in entries if e.get("_sent") == "session/update"]
+
+
+async def test_on_update_sees_every_update_as_sent_and_the_events_stay_the_same(
+    tmp_path,
+) -> None:
+    seen: list[tuple[dict, int]] = []
+    events: list = []
+
+    async def on_update(params: dict) -> None:
+        seen.append((params, len(events)))  # how many events came before it
+
+    text = "kinds;thought:hmm;say:Hello;tool;plan"
+    with anyio.fail_after(WAIT):
+        async with agent_for(fake_agent(tmp_path / "plain")) as agent:
+            plain = [e async for e in agent.stream(text)]
+        config = fake_agent(tmp_path / "log", "--commands", on_update=on_update)
+        async with agent_for(config) as agent:
+            async for event in agent.stream(text):
+                events.append(event)
+    assert [p for p, _ in seen] == _sent_updates(tmp_path / "log")
+    assert [p["update"]["sessionUpdate"] for p, _ in seen][:2] == [
+        "available_commands_update",  # sent after session/new, before the turn
+        "user_message_chunk",
+    ]
+    # Each update is passed on before the event made of it.
+    [(_, before)] = [
+        (p, n)
+        for p, n in seen
+        if p["update"].get("content") == {"type": "text", "text": "Hello"}
+    ]
+    assert events[before] == TextEvent("Hello")
+    # The events are those of a run without the hook.
+    assert [type(e) for e in events] == [type(e) for e in plain]
+    assert events[:-1] == plain[:-1]
+
+
+async def test_on_frame_sees_every_message_both_ways(tmp_path) -> None:
+    frames_seen: list[tuple[str, dict]] = []
+    config = fake_agent(
+        tmp_path / "log", on_frame=lambda d, f: frames_seen.append((d, f))
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            await agent.run("say:hi")
+    out = [f.get("method") for d, f in frames_seen if d == "out"]
+    assert out == ["initialize", "session/new", "session/prompt"]
+    ins = [f for d, f in frames_seen if d == "in"]
+    assert [f["params"]["update"]["sessionUpdate"] for f in ins if "method" in f] == [
+        "agent_message_chunk"
+    ]
+    assert [f for f in ins if "method" not in f][-1]["result"] == {
+        "stopReason": "end_turn"
+    }
+    assert frames(tmp_path / "log") == [f for d, f in frames_seen if d == "out"]

@@ -12,6 +12,7 @@ import anyio
 
 from oma_bridge import Agent, AgentConfig, TextEvent
 from oma_bridge.acp import AcpBackendConfig
+from oma_bridge.backends._redact import REDACTED
 
 from .serve_support import Editor, acp, check_frames, drive, new_session, prompt
 from .support import PEERS, WAIT, frames
@@ -140,3 +141,86 @@ async def test_round_trip_from_our_client_through_serve_to_a_real_cli(
     assert "Summary (1 of" in result.output
     assert "".join(e.text for e in events if isinstance(e, TextEvent)) == result.output
     assert again.success and "Cats sleep a lot." in again.output
+
+
+def _agent_sent_updates(log: Path) -> list[dict]:
+    """The session/update params the fake agent sent, in order."""
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    return [e["params"] for e in entries if e.get("_sent") == "session/update"]
+
+
+async def test_every_update_passes_through_as_the_agent_sent_it(tmp_path) -> None:
+    log = tmp_path / "log"
+
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        reply = await prompt(conn, sid, "kinds;say:bye")
+        return sid, reply.stop_reason, [u.session_update for u in editor.updates[sid]]
+
+    (sid, stop, kinds), sent = await drive(
+        scenario, "--acp", f"{FAKE} --commands", "--env", f"ACP_LOG={log}"
+    )
+    assert stop == "end_turn"
+    received = [f["params"] for f in sent if f.get("method") == "session/update"]
+    agent_sid = _agent_sent_updates(log)[0]["sessionId"]
+    assert agent_sid != sid
+    # Each one intact and in order, none rebuilt, none twice: only the session
+    # id is the editor's. The first came right after session/new, before the
+    # turn (read when the turn started).
+    assert received == [
+        {**params, "sessionId": sid} for params in _agent_sent_updates(log)
+    ]
+    assert kinds == [
+        "available_commands_update",
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "usage_update",
+        "agent_message_chunk",
+    ]
+    [tool] = [
+        u["update"] for u in received if u["update"]["sessionUpdate"] == "tool_call"
+    ]
+    assert {"content", "locations", "rawInput", "_meta"} <= set(tool)
+    assert any("_meta" in params for params in received)
+    seen = check_frames(sent)
+    assert {f"update:{kind}" for kind in kinds} <= seen
+
+
+async def test_the_transcript_records_the_agent_side_too_redacted(tmp_path) -> None:
+    log, transcript = tmp_path / "log", tmp_path / "t.jsonl"
+    secret = "q8Hz2LmP0wXv7Rt4"  # no known token shape: only its variable names it
+
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        return (await prompt(conn, sid, f"say:{secret}")).stop_reason
+
+    stop, _ = await drive(
+        scenario,
+        *proxy(log, "--env", f"MY_SERVICE_TOKEN={secret}"),
+        "--transcript",
+        str(transcript),
+    )
+    assert stop == "end_turn"
+    text = transcript.read_text()
+    assert secret not in text
+    entries = [json.loads(line) for line in text.splitlines()]
+    agent = [(e["dir"], e["frame"]) for e in entries if e["peer"] == "agent"]
+    editor = [(e["dir"], e["frame"]) for e in entries if e["peer"] == "editor"]
+    assert [f.get("method") for d, f in agent if d == "out"] == [
+        "initialize",
+        "session/new",
+        "session/prompt",
+    ]
+    [update] = [f for d, f in agent if d == "in" and f.get("method")]
+    assert update["params"]["update"]["content"]["text"] == REDACTED
+    replies = [f for d, f in agent if d == "in" and "result" in f]
+    assert replies[-1]["result"] == {"stopReason": "end_turn"}
+    assert {d for d, _ in editor} == {"in", "out"}

@@ -4,9 +4,11 @@ Flags (argv): --version N (answer initialize with N), --no-init (never answer
 initialize), --auth (session/new answers -32000 until authenticate), --load
 (advertise loadSession; session/load replays one exchange), --resume (advertise
 session resume), --modes (session/new returns modes), --config (session/new
-returns config options: model model-1|model-2, grouped), --stderr-noise N (write
-N KiB to stderr at start), --ignore-sigterm.
-Env: ACP_LOG=path appends every received frame as one JSON line.
+returns config options: model model-1|model-2, grouped), --commands (after
+answering session/new, send an available_commands_update, as agents do),
+--stderr-noise N (write N KiB to stderr at start), --ignore-sigterm.
+Env: ACP_LOG=path appends every received frame as one JSON line, and every
+session/update this agent sends as {"_sent": "session/update", "params": ...}.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
@@ -14,6 +16,7 @@ Each prompt's text is a list of ';'-separated commands:
   term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
   cancelperm:KIND (like slow, but asks permission after session/cancel)
   closeout (close stdout, log "closed stdout", stay alive until stdin closes)
+  kinds (one update of every kind, with fields no event carries: see kinds())
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ ARGS = sys.argv[1:]
 _buf = b""
 _next_id = 1000
 _backlog: list[dict] = []
+CWD = os.getcwd()  # the last session's cwd
 
 
 def log(msg: dict) -> None:
@@ -96,14 +100,89 @@ def call(method: str, params: dict) -> dict:
         _backlog.append(msg)
 
 
-def update(sid: str, upd: dict) -> None:
-    send(
+def update(sid: str, upd: dict, meta: dict | None = None) -> None:
+    params: dict = {"sessionId": sid, "update": upd}
+    if meta is not None:
+        params["_meta"] = meta
+    log({"_sent": "session/update", "id": None, "params": params})
+    send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+
+def kinds(cwd: str) -> list[dict]:
+    """An update of every kind ACP has, each with fields no event carries."""
+    path = os.path.join(cwd, "a.py")
+    return [
         {
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": sid, "update": upd},
-        }
-    )
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": "earlier question"},
+        },
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {
+                "type": "resource_link",
+                "uri": f"file://{path}",
+                "name": "a.py",
+            },
+        },
+        {
+            "sessionUpdate": "agent_thought_chunk",
+            "content": {
+                "type": "text",
+                "text": "hmm",
+                "annotations": {"priority": 0.5},
+            },
+        },
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [
+                {"name": "web", "description": "Search the web", "input": {"hint": "q"}}
+            ],
+        },
+        {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
+        {
+            "sessionUpdate": "config_option_update",
+            "configOptions": config_options("model-2"),
+        },
+        {
+            "sessionUpdate": "session_info_update",
+            "title": "Fix the parser",
+            "updatedAt": "2025-06-01T12:00:00Z",
+        },
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t9",
+            "title": "Edit a.py",
+            "kind": "edit",
+            "status": "pending",
+            "content": [
+                {"type": "diff", "path": path, "oldText": "x = 1", "newText": "x = 2"}
+            ],
+            "locations": [{"path": path, "line": 3}],
+            "rawInput": {"path": "a.py", "edits": 1},
+            "_meta": {"vendor": {"k": 1}},
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t9",
+            "status": "completed",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": "done"}},
+                {"type": "terminal", "terminalId": "term-1"},
+            ],
+            "locations": [{"path": path, "line": 4}],
+            "rawOutput": {"ok": True},
+        },
+        {
+            "sessionUpdate": "plan",
+            "entries": [{"content": "step 1", "priority": "high", "status": "pending"}],
+        },
+        {
+            "sessionUpdate": "usage_update",
+            "used": 120,
+            "size": 1000,
+            "cost": {"amount": 0.5, "currency": "USD"},
+        },
+    ]
 
 
 def chunk(sid: str, text: str, kind: str = "agent_message_chunk") -> None:
@@ -187,6 +266,9 @@ def prompt_turn(sid: str, text: str) -> str:
             if cost:
                 upd["cost"] = {"amount": float(cost), "currency": "USD"}
             update(sid, upd)
+        elif name == "kinds":
+            for i, upd in enumerate(kinds(CWD)):
+                update(sid, upd, {"trace": f"n{i}"} if i % 2 else None)
         elif name == "stop":
             stop = arg
         elif name == "perm":
@@ -293,6 +375,7 @@ def prompt_turn(sid: str, text: str) -> str:
 
 
 def main() -> None:
+    global CWD
     if "--ignore-sigterm" in ARGS:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     authed = False
@@ -346,6 +429,7 @@ def main() -> None:
             else:
                 sessions += 1
                 sid = params.get("sessionId") or f"sess-{sessions}"
+                CWD = params.get("cwd") or CWD
                 if method == "session/load":
                     update(
                         sid,
@@ -383,6 +467,16 @@ def main() -> None:
         else:
             reply["result"] = result
         send(reply)
+        if method == "session/new" and error is None and "--commands" in ARGS:
+            update(
+                result["sessionId"],  # type: ignore[index]
+                {
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": [
+                        {"name": "init", "description": "Write AGENTS.md"}
+                    ],
+                },
+            )
 
 
 if __name__ == "__main__":
