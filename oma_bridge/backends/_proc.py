@@ -319,6 +319,8 @@ class Child:
             ``EXIT_UNKNOWN`` when the host had the kernel discard the status.
     """
 
+    _popen: subprocess.Popen[bytes] | None
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -327,7 +329,6 @@ class Child:
         cwd: str | None,
         pipe_stdin: bool,
         stdin_data: bytes = b"",
-        release_gil: bool = False,
     ) -> None:
         """Spawn ``argv``.
 
@@ -335,37 +336,49 @@ class Child:
         much as the pipe holds (``stdin_sent`` says how much); when all of it
         fits, stdin is closed too, so the child reads it and then end of file.
         Nothing waits on the child, and no reader is woken up, to deliver it.
-        ``release_gil``: other threads run while this one waits for the child
-        to start (see ``spawn_releasing_gil``), so threads can spawn side by
-        side; where that is not available, the same as without.
         """
-        self._popen: subprocess.Popen[bytes] | None = None
-        self.stdin_sent = 0
-        try:
-            if cwd is None:
-                self._spawn(argv, env, pipe_stdin, stdin_data, release_gil)
-            else:
+        if cwd is None:
+            self._prepare(argv, env, pipe_stdin, stdin_data)
+            self.launch(release_gil=False)
+            self.finish_launch()
+        else:
+            self._popen = None
+            self.stdin_sent = 0
+            try:
                 self._spawn_in(cwd, argv, env, pipe_stdin)
-        except OSError as exc:
-            raise BackendStartError(argv[0], reason=exc.strerror or str(exc)) from exc
-        try:
-            self.pidfd = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
-            self.pidfd = -1
-        self.returncode: int | None = None
-        _LIVE.add(self)
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                raise BackendStartError(argv[0], reason=reason) from exc
+            self._started()
 
-    def _spawn(
+    @classmethod
+    def prepared(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | Mapping[bytes, bytes],
+        pipe_stdin: bool,
+        stdin_data: bytes = b"",
+    ) -> Child:
+        """A child with its pipes made and its input written, not yet spawned:
+        ``launch()`` it (from any thread). For spawning threads: the rest of the
+        work happens here, in the caller's thread, so that a spawning thread
+        takes the GIL once per child instead of at every system call."""
+        child = cls.__new__(cls)
+        child._prepare(argv, env, pipe_stdin, stdin_data)
+        return child
+
+    def _prepare(
         self,
         argv: Sequence[str],
         env: Mapping[str, str] | Mapping[bytes, bytes],
         pipe_stdin: bool,
         stdin_data: bytes,
-        release_gil: bool,
     ) -> None:
-        """posix_spawn: about a third of Popen's CPU per start (batch jobs start
-        thousands), and the parent is never forked."""
-        spawn = (release_gil and spawn_releasing_gil()) or os.posix_spawn
+        self._popen = None
+        self.stdin_sent = 0
+        self._argv = list(argv)
+        self._env = env
         ours: list[int] = []  # the parent's ends, closed again if the spawn fails
         theirs: list[int] = []
         actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = []
@@ -385,25 +398,65 @@ class Child:
                 if self.stdin_sent == len(stdin_data):
                     os.close(ours[0])
                     ours[0] = -1
+        except OSError as exc:
+            for fd in (*ours, *theirs):
+                self._close(fd)
+            raise BackendStartError(argv[0], reason=exc.strerror or str(exc)) from exc
+        self._ours, self._theirs, self._actions = ours, theirs, actions
+
+    def launch(self, *, release_gil: bool) -> None:
+        """posix_spawn the prepared child (a third of Popen's CPU per start, and
+        the parent is never forked); then ``finish_launch()`` it.
+
+        ``release_gil``: other threads run while this one waits for the child
+        to exec (see ``spawn_releasing_gil``); where that is not available,
+        the same as without.
+
+        Raises:
+            BackendStartError: the spawn failed; every descriptor is closed.
+        """
+        spawn = (release_gil and spawn_releasing_gil()) or os.posix_spawn
+        try:
             self.pid = spawn(
-                argv[0],
-                list(argv),
-                env,
-                file_actions=actions,
+                self._argv[0],
+                self._argv,
+                self._env,
+                file_actions=self._actions,
                 setsid=True,
                 setsigdef=_DEFAULT_SIGNALS,
             )
+        except OSError as exc:
+            self.abandon()
+            raise BackendStartError(
+                self._argv[0], reason=exc.strerror or str(exc)
+            ) from exc
         except BaseException:
-            for fd in ours:
-                self._close(fd)
+            self.abandon()
             raise
-        finally:
-            for fd in theirs:
-                os.close(fd)
-        for fd in ours:
+
+    def abandon(self) -> None:
+        """Close the descriptors of a prepared child that will not start."""
+        for fd in (*self._ours, *self._theirs):
+            self._close(fd)
+        self._ours = self._theirs = []
+
+    def finish_launch(self) -> None:
+        """After ``launch``: close the child's ends, watch its exit."""
+        for fd in self._theirs:
+            os.close(fd)
+        for fd in self._ours:
             if fd >= 0:
                 os.set_blocking(fd, False)
-        self.stdin, self.stdout, self.stderr = ours
+        self.stdin, self.stdout, self.stderr = self._ours
+        self._started()
+
+    def _started(self) -> None:
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.pidfd = -1
+        self.returncode: int | None = None
+        _LIVE.add(self)
 
     def _spawn_in(
         self,

@@ -15,7 +15,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Literal, NamedTuple, final
 
 import anyio
 
@@ -186,6 +186,11 @@ class ProcessBackend:
             await run.aclose()
 
 
+class _Launch(NamedTuple):
+    run: _ProcessRun
+    child: Child
+
+
 @final
 class RunPool:
     """Many runs of one process backend at once, without an event loop.
@@ -216,9 +221,9 @@ class RunPool:
         # leader whose pipes stay open, no pidfd): the only ones a wait checks.
         self._timed: dict[_ProcessRun, None] = {}
         self._spawning: dict[_ProcessRun, Hashable] = {}  # handed to a thread
-        # Runs for the threads to spawn; None stops a thread.
-        self._to_spawn: queue.SimpleQueue[_ProcessRun | None] = queue.SimpleQueue()
-        self._spawned: deque[tuple[_ProcessRun, OmaBridgeError | None]] = deque()
+        # Children for the threads to launch; None stops a thread.
+        self._to_spawn: queue.SimpleQueue[_Launch | None] = queue.SimpleQueue()
+        self._spawned: deque[tuple[_Launch, OmaBridgeError | None]] = deque()
         self._threads: list[threading.Thread] = []
         self._spawners = spawners if spawn_releasing_gil() is not None else 0
         self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -235,13 +240,18 @@ class RunPool:
         nothing, when the command cannot start."""
         run = _ProcessRun(self._backend, request, events=False)
         failure = run._prepare(timeout)
-        if failure is None and not self._spawners:
-            failure = run._spawn(release_gil=False)
+        if failure is None and (not self._spawners or run._config.cwd is not None):
+            failure = run._spawn()
             if failure is None:
                 self._watch(run, token)
                 return None
         if failure is not None:
             return run._terminal(failure).result
+        # Pipes and input are made here; a thread only launches the child.
+        try:
+            child = run._prepare_child()
+        except OmaBridgeError as exc:
+            return run._terminal(exc).result
         if len(self._threads) < self._spawners:
             thread = threading.Thread(
                 target=self._spawn_loop, name="oma-bridge-spawn", daemon=True
@@ -249,31 +259,32 @@ class RunPool:
             thread.start()
             self._threads.append(thread)
         self._spawning[run] = token
-        self._to_spawn.put(run)
+        self._to_spawn.put(_Launch(run, child))
         return None
 
     def _spawn_loop(self) -> None:
-        while True:
-            run = self._to_spawn.get()
-            if run is None:
-                return
+        while (launch := self._to_spawn.get()) is not None:
+            failure: OmaBridgeError | None = None
             try:
-                failure = run._spawn(release_gil=True)
+                launch.child.launch(release_gil=True)
+            except OmaBridgeError as exc:
+                failure = exc
             except Exception as exc:  # a run must never be left unreported
                 reason = f"{type(exc).__name__}: {exc}"
-                failure = BackendStartError(run._config.command, reason=reason)
-            self._spawned.append((run, failure))
+                failure = BackendStartError(launch.run._config.command, reason=reason)
+            self._spawned.append((launch, failure))
             self.wake()
 
     def _take_spawned(self) -> list[tuple[Hashable, AgentRunResult]]:
         """Attach the children the threads started; the runs that could not."""
         failed: list[tuple[Hashable, AgentRunResult]] = []
         while self._spawned:
-            run, failure = self._spawned.popleft()
+            (run, child), failure = self._spawned.popleft()
             token = self._spawning.pop(run)
             if failure is not None:
                 failed.append((token, run._terminal(failure).result))
             else:
+                run._adopt(child)
                 self._watch(run, token)
         return failed
 
@@ -330,7 +341,8 @@ class RunPool:
             while True:
                 queued = self._to_spawn.get_nowait()
                 if queued is not None:
-                    stopped.append(self._spawning.pop(queued))
+                    queued.child.abandon()
+                    stopped.append(self._spawning.pop(queued.run))
         while True:  # spawns in flight end in well under a second
             stopped.extend(token for token, _ in self._take_spawned())
             if not self._spawning:
@@ -509,7 +521,7 @@ class _ProcessRun:
 
     def _start(self) -> OmaBridgeError | None:
         """Spawn the child and watch it on a selector of its own."""
-        failure = self._prepare(None) or self._spawn(release_gil=False)
+        failure = self._prepare(None) or self._spawn()
         if failure is None:
             self._attach(selectors.DefaultSelector(), shared=False)
         return failure
@@ -537,8 +549,8 @@ class _ProcessRun:
             return exc
         return None
 
-    def _spawn(self, *, release_gil: bool) -> OmaBridgeError | None:
-        """Start the child (in a RunPool, from one of its spawning threads)."""
+    def _spawn(self) -> OmaBridgeError | None:
+        """Start the child, here and now."""
         config = self._config
         try:
             child = self._child = Child(
@@ -547,12 +559,28 @@ class _ProcessRun:
                 cwd=config.cwd,
                 pipe_stdin=config.input == "stdin",
                 stdin_data=self._stdin_data,
-                release_gil=release_gil,
             )
         except OmaBridgeError as exc:
             return exc
         self._stdin_sent = child.stdin_sent
         return None
+
+    def _prepare_child(self) -> Child:
+        """The child with its pipes and input ready, for a thread to launch
+        (``Child.prepared``); then ``_adopt`` it."""
+        config = self._config
+        assert config.cwd is None  # Popen (for cwd) cannot be split so
+        return Child.prepared(
+            self._argv,
+            env=self._env,
+            pipe_stdin=config.input == "stdin",
+            stdin_data=self._stdin_data,
+        )
+
+    def _adopt(self, child: Child) -> None:
+        child.finish_launch()
+        self._child = child
+        self._stdin_sent = child.stdin_sent
 
     def _attach(self, sel: selectors.BaseSelector, *, shared: bool = True) -> None:
         """Watch the child's descriptors on ``sel`` and send the prompt.

@@ -284,21 +284,23 @@ def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
 ) -> None:
     if not GLIBC:
         pytest.skip("spawning threads need glibc's posix_spawn")
-    from oma_bridge.backends import process
+    from oma_bridge.backends._proc import Child
 
-    real = process._ProcessRun._spawn
+    real = Child.launch
 
-    def spawn(run: process._ProcessRun, *, release_gil: bool) -> object:
-        if run._request.prompt == "boom":
+    def launch(child: Child, *, release_gil: bool) -> None:
+        if child._argv[-1] == "boom":
+            child.abandon()
             raise RuntimeError("out of luck")
-        return real(run, release_gil=release_gil)
+        real(child, release_gil=release_gil)
 
-    monkeypatch.setattr(process._ProcessRun, "_spawn", spawn)
-    with RunPool(ProcessBackend(ProcessBackendConfig(command="cat"))) as pool:
+    monkeypatch.setattr(Child, "launch", launch)
+    config = ProcessBackendConfig(command="echo", input="argument")
+    with RunPool(ProcessBackend(config)) as pool:
         for prompt in ("a", "boom", "b"):
             assert pool.start(request(prompt), prompt) is None
         results = dict(drain(pool, 3))
-    assert results["a"].output == "a" and results["b"].output == "b"
+    assert results["a"].output == "a\n" and results["b"].output == "b\n"
     error = results["boom"].error
     assert isinstance(error, BackendStartError)
     assert "RuntimeError: out of luck" in str(error)
