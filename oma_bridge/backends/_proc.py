@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import functools
 import os
 import select
@@ -178,9 +179,15 @@ class StderrTail:
         return redact(data.decode("utf-8", "replace"), secrets)
 
 
+def _nonblocking(fd: int) -> None:
+    """O_NONBLOCK on a pipe end just made: one fcntl, where ``os.set_blocking``
+    reads the flags first (a pipe end has no other status flag to keep)."""
+    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
+
+
 def _prefill(fd: int, data: bytes) -> int:
     """Write what an empty pipe takes of ``data`` without blocking; how much."""
-    os.set_blocking(fd, False)
+    _nonblocking(fd)
     sent = 0
     try:
         while sent < len(data):
@@ -446,7 +453,7 @@ class Child:
             os.close(fd)
         for fd in self._ours:
             if fd >= 0:
-                os.set_blocking(fd, False)
+                _nonblocking(fd)
         self.stdin, self.stdout, self.stderr = self._ours
         self._started()
 

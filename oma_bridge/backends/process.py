@@ -225,6 +225,7 @@ class RunPool:
         self._to_spawn: queue.SimpleQueue[_Launch | None] = queue.SimpleQueue()
         self._spawned: deque[tuple[_Launch, OmaBridgeError | None]] = deque()
         self._threads: list[threading.Thread] = []
+        self._waiting = False  # the loop is in (or entering) its select
         self._spawners = spawners if spawn_releasing_gil() is not None else 0
         self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._sel.register(self._wake_read, selectors.EVENT_READ, None)
@@ -273,7 +274,8 @@ class RunPool:
                 reason = f"{type(exc).__name__}: {exc}"
                 failure = BackendStartError(launch.run._config.command, reason=reason)
             self._spawned.append((launch, failure))
-            self.wake()
+            if self._waiting:  # else the loop looks at _spawned before it waits
+                self.wake()
 
     def _take_spawned(self) -> list[tuple[Hashable, AgentRunResult]]:
         """Attach the children the threads started; the runs that could not."""
@@ -305,7 +307,13 @@ class RunPool:
             if left != float("inf"):
                 due.append((now + left, run))
                 budget = min(budget, left)
+        # A spawning thread wakes the select only while the loop is in it
+        # (or about to be): a child spawned before is seen right after.
+        self._waiting = True
+        if self._spawned:
+            budget = 0
         ready = self._sel.select(None if budget == float("inf") else max(budget, 0))
+        self._waiting = False
         touched: dict[_ProcessRun, None] = {}
         for key, events in ready:
             run = key.data
