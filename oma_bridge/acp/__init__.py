@@ -5,18 +5,22 @@ from .client import (
     AcpBackend,
     AcpBackendConfig,
     ClientDelegate,
+    FrameObserver,
     PermissionPolicy,
     PermissionRequest,
+    UpdateHook,
 )
 
 __all__ = (
     "AcpBackend",
     "AcpBackendConfig",
     "ClientDelegate",
+    "FrameObserver",
     "PermissionPolicy",
     "PermissionRequest",
     "ServePermission",
     "ServeTarget",
+    "UpdateHook",
     "serve",
     "serve_streams",
 )
