@@ -356,31 +356,9 @@ class BatchRun(AsyncContextManagerMixin):
             self.running -= 1
         duration = time.monotonic() - started
         if scope.cancelled_caught:
-            return BatchResult(
-                id=item.id,
-                success=False,
-                output=outcome.output if outcome is not None else "",
-                error_kind=CANCELLED,
-                error_message="The batch was cancelled while this item ran; "
-                "its processes were stopped. Resume the batch to run it again.",
-                duration_s=duration,
-                attempts=attempts,
-                extra=item.extra,
-                cancelled=True,
-            )
+            return cancelled_result(item, outcome, attempts, duration)
         assert outcome is not None
-        return BatchResult(
-            id=item.id,
-            success=outcome.success,
-            output=outcome.output,
-            error_kind=outcome.error_kind,
-            error_message=outcome.error_message,
-            exit_code=outcome.exit_code,
-            duration_s=duration,
-            attempts=attempts,
-            usage=outcome.usage,
-            extra=item.extra,
-        )
+        return final_result(item, outcome, attempts, duration)
 
     async def _attempt_once(
         self, item: BatchItem, agent: Agent | AgentConfig
@@ -391,6 +369,42 @@ class BatchRun(AsyncContextManagerMixin):
         assert deadline.cancelled_caught
         error = BackendTimeout(f"Item {item.id!r}", timeout=timeout)
         return Outcome(False, "", error.code, str(error), None, True, TokenUsage())
+
+
+def final_result(
+    item: BatchItem, outcome: Outcome, attempts: int, duration: float
+) -> BatchResult:
+    """The result of an item whose last attempt had ``outcome``."""
+    return BatchResult(
+        id=item.id,
+        success=outcome.success,
+        output=outcome.output,
+        error_kind=outcome.error_kind,
+        error_message=outcome.error_message,
+        exit_code=outcome.exit_code,
+        duration_s=duration,
+        attempts=attempts,
+        usage=outcome.usage,
+        extra=item.extra,
+    )
+
+
+def cancelled_result(
+    item: BatchItem, outcome: Outcome | None, attempts: int, duration: float
+) -> BatchResult:
+    """The result of an item in flight when the batch was cancelled."""
+    return BatchResult(
+        id=item.id,
+        success=False,
+        output=outcome.output if outcome is not None else "",
+        error_kind=CANCELLED,
+        error_message="The batch was cancelled while this item ran; its "
+        "processes were stopped. Resume the batch to run it again.",
+        duration_s=duration,
+        attempts=attempts,
+        extra=item.extra,
+        cancelled=True,
+    )
 
 
 def _delay(backoff: float, attempts: int) -> float:

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
 from . import _inputs
 from ._agent import Agent
-from ._batch import CANCELLED, BatchItem, BatchResult, Outcome, _delay, _items
+from ._batch import (
+    BatchItem,
+    BatchResult,
+    Outcome,
+    _delay,
+    _items,
+    cancelled_result,
+    final_result,
+)
 from .errors import OmaBridgeError
 
 if TYPE_CHECKING:
@@ -91,34 +99,13 @@ class _Slot:
         self.outcome: Outcome | None = None
 
     def result(self) -> BatchResult:
-        outcome, item = self.outcome, self.item
-        assert outcome is not None
-        return BatchResult(
-            id=item.id,
-            success=outcome.success,
-            output=outcome.output,
-            error_kind=outcome.error_kind,
-            error_message=outcome.error_message,
-            exit_code=outcome.exit_code,
-            duration_s=time.monotonic() - self.started,
-            attempts=self.attempts,
-            usage=outcome.usage,
-            extra=item.extra,
-        )
+        assert self.outcome is not None
+        duration = time.monotonic() - self.started
+        return final_result(self.item, self.outcome, self.attempts, duration)
 
     def cancelled(self) -> BatchResult:
-        return BatchResult(
-            id=self.item.id,
-            success=False,
-            output=self.outcome.output if self.outcome is not None else "",
-            error_kind=CANCELLED,
-            error_message="The batch was cancelled while this item ran; its "
-            "processes were stopped. Resume the batch to run it again.",
-            duration_s=time.monotonic() - self.started,
-            attempts=self.attempts,
-            extra=self.item.extra,
-            cancelled=True,
-        )
+        duration = time.monotonic() - self.started
+        return cancelled_result(self.item, self.outcome, self.attempts, duration)
 
 
 @final
