@@ -293,7 +293,9 @@ class RunPool:
     def _watch(self, run: _ProcessRun, token: Hashable) -> None:
         run._attach(self._sel)
         self._runs[run] = token
-        if run._deadline != float("inf") or run._child.pidfd < 0:  # type: ignore[union-attr]
+        child = run._child
+        assert child is not None
+        if run._deadline != float("inf") or child.pidfd < 0:
             self._timed[run] = None
 
     def wait(self, timeout: float | None) -> list[tuple[Hashable, AgentRunResult]]:
