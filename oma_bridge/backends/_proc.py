@@ -235,7 +235,11 @@ def spawn_releasing_gil() -> _Spawn | None:
         return None  # POSIX_SPAWN_SETSID came in glibc 2.26
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    # Only posix_spawn itself releases the GIL (CDLL). The quick calls that
+    # build its arguments keep it (PyDLL): under load every release is a GIL
+    # hand-off between the spawning threads and the loop, a futex each.
+    libc = ctypes.PyDLL(None)
+    spawn_call = ctypes.CDLL(None, use_errno=True).posix_spawn
     setsigdef_flag, setsid_flag = 0x04, 0x80  # POSIX_SPAWN_SETSIGDEF, _SETSID
     state_size = 1024  # glibc's file-actions and attr structs: 80 and 336 bytes
 
@@ -302,7 +306,7 @@ def spawn_releasing_gil() -> _Spawn | None:
                 flags |= setsigdef_flag
             libc.posix_spawnattr_setflags(attr, ctypes.c_short(flags))
             # The GIL is released for this call: other threads run meanwhile.
-            err = libc.posix_spawn(
+            err = spawn_call(
                 ctypes.byref(pid), os.fsencode(path), actions, attr, args, envp
             )
         finally:
