@@ -75,6 +75,14 @@ logger = logging.getLogger(__name__)
 
 RequestId = int | str
 
+
+@final
+class _BadFrame:
+    """What ``Connection._receive`` returns for a bad frame it has answered."""
+
+
+_BAD_FRAME = _BadFrame()
+
 #: Idle workers kept by ``serve()``; a worker that finds this many waiting ends.
 _IDLE_WORKERS = 8
 
@@ -376,20 +384,32 @@ class Connection:
         if self.error is not None:
             raise self.error
         try:
-            message = await self._stream.receive()
+            message = await self._receive()
         except anyio.EndOfStream:
             raise self.fail(ProtocolError("The peer closed the connection.")) from None
+        if not isinstance(message, _BadFrame):
+            await self.handle(message)
+
+    async def _receive(self) -> JSONValue | _BadFrame:
+        """The next message, counted and observed; ``_BAD_FRAME`` after a bad
+        frame was answered with -32700 (agent role; else the connection fails).
+
+        Raises:
+            anyio.EndOfStream: the peer closed the stream.
+        """
+        try:
+            message = await self._stream.receive()
         except ProtocolError as exc:
             if not self._reply_bad:
                 raise self.fail(exc) from None
             error = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
             await self._send({"jsonrpc": "2.0", "id": None, "error": error.to_json()})
-            return
+            return _BAD_FRAME
         self._received += 1
         _HANDLING.set((self._received, None))
         if self._observe is not None:
             self._observe("in", message)
-        await self.handle(message)
+        return message
 
     async def handle(self, message: JSONValue) -> None:
         """Handle one message already read (see ``pump``)."""
@@ -576,22 +596,14 @@ class Connection:
     async def _serve_messages(self, tg: TaskGroup) -> None:
         while True:
             try:
-                message = await self._stream.receive()
+                message = await self._receive()
             except anyio.EndOfStream:
                 self._eof_error = ProtocolError("The peer closed the connection.")
                 self.fail(self._eof_error)
                 tg.cancel_scope.cancel()
                 return
-            except ProtocolError as exc:
-                if not self._reply_bad:
-                    raise self.fail(exc) from None
-                err = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
-                await self._send({"jsonrpc": "2.0", "id": None, "error": err.to_json()})
+            if isinstance(message, _BadFrame):
                 continue
-            self._received += 1
-            _HANDLING.set((self._received, None))
-            if self._observe is not None:
-                self._observe("in", message)
             if (
                 isinstance(message, dict)
                 and _is_id(message.get("id"))
