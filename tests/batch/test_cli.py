@@ -61,6 +61,19 @@ def wait_until(condition, what: str) -> None:
         time.sleep(0.01)
 
 
+def interrupt_when(runner: subprocess.Popen[str], condition, what: str) -> str:
+    """Ctrl-C the CLI once ``condition`` holds; its stderr (killed if it hangs)."""
+    try:
+        wait_until(condition, what)
+        runner.send_signal(signal.SIGINT)
+        _, stderr = runner.communicate(timeout=WAIT)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    return stderr
+
+
 def test_plain_text_lines_become_items_with_line_numbers(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
@@ -272,17 +285,11 @@ def test_sigint_cancels_running_items_and_leaves_a_valid_file(tmp_path: Path) ->
         str(out),
         ledger=ledger,
     )
-    try:
-        wait_until(
-            lambda: sum("hang" in line for line in ledger_lines(ledger)) == 3,
-            "three hanging items",
-        )
-        runner.send_signal(signal.SIGINT)
-        _, stderr = runner.communicate(timeout=WAIT)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
+    stderr = interrupt_when(
+        runner,
+        lambda: sum("hang" in line for line in ledger_lines(ledger)) == 3,
+        "three hanging items",
+    )
     assert runner.returncode == 130, stderr
     rows = records(out)
     cancelled = sorted(r["id"] for r in rows if r["cancelled"])
@@ -324,14 +331,9 @@ def test_acp_agents_run_on_the_event_loop_engine_with_sigint(tmp_path: Path) -> 
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "OMA_BRIDGE_PROGRESS_EVERY": "0.05"},
     )  # fmt: skip
-    try:
-        wait_until(lambda: out.exists() and len(records(out)) == 2, "two results")
-        runner.send_signal(signal.SIGINT)
-        _, stderr = runner.communicate(timeout=WAIT)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
+    stderr = interrupt_when(
+        runner, lambda: out.exists() and len(records(out)) == 2, "two results"
+    )
     assert runner.returncode == 130, stderr
     rows = {r["id"]: r for r in records(out)}
     assert rows[1]["output"] == "one" and rows[2]["output"] == "two"
