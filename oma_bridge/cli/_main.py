@@ -5,6 +5,7 @@ is part of every run."""
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from typing import TYPE_CHECKING
 
@@ -62,7 +63,14 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oma-bridge`` (or ``python -m oma_bridge``); return the exit status."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv is None:  # the program itself, not a caller in the same process
+        # What start-up made (modules, classes, functions) lives until exit:
+        # keep the collector from walking it again at each collection and at
+        # exit. A fresh-per-run job pays for its start-up on every run
+        # (callgrind: 5% of a one-item `oma-bridge batch`).
+        gc.freeze()
+        argv = sys.argv[1:]
+    argv = list(argv)
     args = _build_parser(argv).parse_args(argv)
     status: int = args.handler(args)
     return status
