@@ -186,7 +186,14 @@ def _nonblocking(fd: int) -> None:
 
 
 def _prefill(fd: int, data: bytes) -> int:
-    """Write what an empty pipe takes of ``data`` without blocking; how much."""
+    """Write what an empty pipe takes of ``data`` without blocking; how much.
+
+    Up to ``PIPE_BUF`` bytes, a plain write: an empty pipe always takes them
+    at once (a pipe holds at least one page), and the end stays blocking.
+    Otherwise the end becomes non-blocking and keeps what fits.
+    """
+    if len(data) <= select.PIPE_BUF:
+        return os.write(fd, data)
     _nonblocking(fd)
     sent = 0
     try:
@@ -244,12 +251,23 @@ def spawn_releasing_gil() -> _Spawn | None:
     state_size = 1024  # glibc's file-actions and attr structs: 80 and 336 bytes
 
     @functools.cache
-    def sigset(signals: tuple[int, ...]) -> ctypes.Array[ctypes.c_char]:
-        result = ctypes.create_string_buffer(128)  # sizeof(sigset_t)
-        libc.sigemptyset(result)
-        for sig in signals:
-            libc.sigaddset(result, sig)
-        return result
+    def attributes(
+        setsid: bool, setsigdef: tuple[int, ...]
+    ) -> ctypes.Array[ctypes.c_char]:
+        """The spawn attributes, made once per kind: posix_spawn only reads them,
+        so threads spawning at the same time share them."""
+        attr = ctypes.create_string_buffer(state_size)
+        libc.posix_spawnattr_init(attr)
+        flags = setsid_flag if setsid else 0
+        if setsigdef:
+            signals = ctypes.create_string_buffer(128)  # sizeof(sigset_t)
+            libc.sigemptyset(signals)
+            for sig in setsigdef:
+                libc.sigaddset(signals, sig)
+            libc.posix_spawnattr_setsigdefault(attr, signals)
+            flags |= setsigdef_flag
+        libc.posix_spawnattr_setflags(attr, ctypes.c_short(flags))
+        return attr
 
     def strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
         return (ctypes.c_char_p * (len(items) + 1))(*items)  # NULL-terminated
@@ -282,11 +300,10 @@ def spawn_releasing_gil() -> _Spawn | None:
     ) -> int:
         envp = environment(env)
         args = strings([os.fsencode(arg) for arg in argv])
+        attr = attributes(setsid, setsigdef)
         actions = ctypes.create_string_buffer(state_size)
-        attr = ctypes.create_string_buffer(state_size)
         pid = ctypes.c_int()
         libc.posix_spawn_file_actions_init(actions)
-        libc.posix_spawnattr_init(attr)
         try:
             for action in file_actions:
                 if action[0] == os.POSIX_SPAWN_DUP2:
@@ -300,18 +317,12 @@ def spawn_releasing_gil() -> _Spawn | None:
                     )
                 if err:
                     raise OSError(err, os.strerror(err))
-            flags = setsid_flag if setsid else 0
-            if setsigdef:
-                libc.posix_spawnattr_setsigdefault(attr, sigset(setsigdef))
-                flags |= setsigdef_flag
-            libc.posix_spawnattr_setflags(attr, ctypes.c_short(flags))
             # The GIL is released for this call: other threads run meanwhile.
             err = spawn_call(
                 ctypes.byref(pid), os.fsencode(path), actions, attr, args, envp
             )
         finally:
             libc.posix_spawn_file_actions_destroy(actions)
-            libc.posix_spawnattr_destroy(attr)
         if err:
             raise OSError(err, os.strerror(err), path)
         return pid.value
@@ -324,7 +335,8 @@ class Child:
 
     Attributes:
         stdin, stdout, stderr: Non-blocking descriptors, or -1 when not piped or
-            already closed.
+            already closed. With ``blocking_output``, stdout and stderr stay
+            blocking: for a reader that reads only what select() says is ready.
         returncode: None until ``reap()``; then the exit code as
             ``os.waitstatus_to_exitcode`` gives it (negative for a signal), or
             ``EXIT_UNKNOWN`` when the host had the kernel discard the status.
@@ -340,6 +352,7 @@ class Child:
         cwd: str | None,
         pipe_stdin: bool,
         stdin_data: bytes = b"",
+        blocking_output: bool = False,
     ) -> None:
         """Spawn ``argv``.
 
@@ -349,7 +362,7 @@ class Child:
         Nothing waits on the child, and no reader is woken up, to deliver it.
         """
         if cwd is None:
-            self._prepare(argv, env, pipe_stdin, stdin_data)
+            self._prepare(argv, env, pipe_stdin, stdin_data, blocking_output)
             self.launch(release_gil=False)
             self.finish_launch()
         else:
@@ -370,13 +383,14 @@ class Child:
         env: Mapping[str, str] | Mapping[bytes, bytes],
         pipe_stdin: bool,
         stdin_data: bytes = b"",
+        blocking_output: bool = False,
     ) -> Child:
         """A child with its pipes made and its input written, not yet spawned:
         ``launch()`` it (from any thread). For spawning threads: the rest of the
         work happens here, in the caller's thread, so that a spawning thread
         takes the GIL once per child instead of at every system call."""
         child = cls.__new__(cls)
-        child._prepare(argv, env, pipe_stdin, stdin_data)
+        child._prepare(argv, env, pipe_stdin, stdin_data, blocking_output)
         return child
 
     def _prepare(
@@ -385,8 +399,10 @@ class Child:
         env: Mapping[str, str] | Mapping[bytes, bytes],
         pipe_stdin: bool,
         stdin_data: bytes,
+        blocking_output: bool,
     ) -> None:
         self._popen = None
+        self._blocking_output = blocking_output
         self.stdin_sent = 0
         self._argv = list(argv)
         self._env = env
@@ -455,8 +471,9 @@ class Child:
         """After ``launch``: close the child's ends, watch its exit."""
         for fd in self._theirs:
             os.close(fd)
+        keep_blocking = self._ours[1:] if self._blocking_output else ()
         for fd in self._ours:
-            if fd >= 0:
+            if fd >= 0 and fd not in keep_blocking:
                 _nonblocking(fd)
         self.stdin, self.stdout, self.stderr = self._ours
         self._started()

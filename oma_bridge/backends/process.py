@@ -569,6 +569,7 @@ class _ProcessRun:
                 cwd=config.cwd,
                 pipe_stdin=config.input == "stdin",
                 stdin_data=self._stdin_data,
+                blocking_output=True,  # read only when select says so
             )
         except OmaBridgeError as exc:
             return exc
@@ -585,6 +586,7 @@ class _ProcessRun:
             env=self._env,
             pipe_stdin=config.input == "stdin",
             stdin_data=self._stdin_data,
+            blocking_output=True,
         )
 
     def _adopt(self, child: Child) -> None:
@@ -800,9 +802,13 @@ class _ProcessRun:
         )
 
     def _flush_pipes(self) -> None:
-        """After a kill, take what is already in the pipes (never wait for more)."""
+        """After a kill, take what is already in the pipes (never wait for more:
+        an escaped descendant may still hold them open)."""
         child = self._child
         assert child is not None
+        for fd in (child.stdout, child.stderr):
+            if fd >= 0:
+                os.set_blocking(fd, False)
         while child.stdout >= 0 and self._read_stdout():
             pass
         while child.stderr >= 0 and self._read_stderr():

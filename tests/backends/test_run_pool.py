@@ -8,6 +8,7 @@ fallback elsewhere), so both paths keep the same guarantees.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -110,6 +111,51 @@ def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
         pool.start(request(big), "big")
         [(_, result)] = drain(pool, 1)
     assert result.output == f"{len(big)}\n"
+
+
+@pytest.mark.parametrize(
+    "size", [select.PIPE_BUF - 1, select.PIPE_BUF, select.PIPE_BUF + 1]
+)
+def test_prompts_around_pipe_buf_arrive_whole(spawners: int, size: int) -> None:
+    # Up to PIPE_BUF bytes go in with one blocking write before the spawn;
+    # beyond, the stdin end turns non-blocking and the pool writes the rest.
+    prompt = "é" * (size // 2) + "x" * (size % 2)
+    backend = ProcessBackend(ProcessBackendConfig(command="cat"))
+    with RunPool(backend, spawners=spawners) as pool:
+        pool.start(request(prompt), "a")
+        [(_, result)] = drain(pool, 1)
+    assert len(prompt.encode()) == size and result.output == prompt
+
+
+def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
+    spawners: int,
+) -> None:
+    # The run's output pipes are read only when select() says so; after the
+    # timeout kills the group, what is left in them is taken without waiting
+    # for the escaped descendant, which keeps them open and writes nothing.
+    escape = (
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    config = python(escape, timeout=0.5, kill_grace=0.2)
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        started = time.monotonic()
+        pool.start(request("x"), "a")
+        [(_, result)] = drain(pool, 1)
+        elapsed = time.monotonic() - started
+    escaped = int(result.output)
+    try:
+        assert isinstance(result.error, BackendTimeout)
+        assert 0.5 <= elapsed < 5
+    finally:
+        os.kill(escaped, signal.SIGKILL)
+        wait_dead(escaped)
 
 
 def test_a_missing_command_fails_at_once_and_keeps_nothing(spawners: int) -> None:
