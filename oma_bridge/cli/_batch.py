@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from typing import IO, TYPE_CHECKING, NamedTuple, cast
 
+from ..bridge._batch import RESULT_KEYS, BatchItem
 from ._agents import add_agent_options, agent_config
 from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     from .. import (
         AgentConfig,
-        BatchItem,
         BatchResult,
         BatchRun,
         JSONValue,
@@ -183,9 +183,6 @@ def _is_jsonl(path: str) -> bool:
 
 def _parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:
     """One input line as an item, or why it is not one; (None, None) if blank."""
-    from .. import BatchItem
-    from ..bridge._batch import RESULT_KEYS
-
     text = line.rstrip("\r\n")
     if not text.strip():
         return None, None
