@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import functools
+import math
 import os
 import queue
 import select
@@ -191,6 +192,59 @@ class _Launch(NamedTuple):
     child: Child
 
 
+_HUP = select.POLLHUP | select.POLLERR
+
+
+@final
+class _Poller:
+    """The selector of a ``RunPool``: epoll (poll where there is none) used
+    directly, without ``selectors``' key objects.
+
+    It reports each descriptor's raw event mask, so a run sees a pipe's hang-up
+    with its last data and needs no extra read to find the end of it.
+    """
+
+    def __init__(self) -> None:
+        epoll = getattr(select, "epoll", None)
+        self._epoll: select.epoll | None = epoll() if epoll is not None else None
+        self._poll = select.poll() if self._epoll is None else None
+        self.watched: dict[int, _ProcessRun | None] = {}
+
+    def register(self, fd: int, events: int, data: _ProcessRun | None) -> None:
+        """``events``: ``selectors.EVENT_READ`` and/or ``EVENT_WRITE``."""
+        mask = (select.POLLIN if events & selectors.EVENT_READ else 0) | (
+            select.POLLOUT if events & selectors.EVENT_WRITE else 0
+        )
+        if self._epoll is not None:
+            self._epoll.register(fd, mask)
+        else:
+            assert self._poll is not None
+            self._poll.register(fd, mask)
+        self.watched[fd] = data
+
+    def unregister(self, fd: int) -> None:
+        del self.watched[fd]
+        if self._epoll is not None:
+            self._epoll.unregister(fd)
+        else:
+            assert self._poll is not None
+            self._poll.unregister(fd)
+
+    def get_map(self) -> dict[int, _ProcessRun | None]:
+        return self.watched
+
+    def poll(self, timeout: float | None) -> list[tuple[int, int]]:
+        """(descriptor, event mask) of what is ready within ``timeout`` seconds."""
+        if self._epoll is not None:
+            return self._epoll.poll(-1 if timeout is None else timeout)
+        assert self._poll is not None
+        return self._poll.poll(None if timeout is None else math.ceil(timeout * 1000))
+
+    def close(self) -> None:
+        if self._epoll is not None:
+            self._epoll.close()
+
+
 @final
 class RunPool:
     """Many runs of one process backend at once, without an event loop.
@@ -215,7 +269,7 @@ class RunPool:
 
     def __init__(self, backend: ProcessBackend, *, spawners: int = 3) -> None:
         self._backend = backend
-        self._sel = selectors.DefaultSelector()
+        self._sel = _Poller()
         self._runs: dict[_ProcessRun, Hashable] = {}  # attached to the selector
         # Runs that may need attention without I/O (a deadline, an exited
         # leader whose pipes stay open, no pidfd): the only ones a wait checks.
@@ -314,17 +368,18 @@ class RunPool:
         self._waiting = True
         if self._spawned:
             budget = 0
-        ready = self._sel.select(None if budget == float("inf") else max(budget, 0))
+        ready = self._sel.poll(None if budget == float("inf") else max(budget, 0))
         self._waiting = False
         touched: dict[_ProcessRun, None] = {}
-        for key, events in ready:
-            run = key.data
-            if run is None:
+        watched = self._sel.watched
+        for fd, events in ready:
+            owner = watched.get(fd)
+            if owner is not None:
+                owner._handle(((fd, events),))
+                touched[owner] = None
+            elif fd == self._wake_read:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_read, 4096)
-            else:
-                run._handle(((key, events),))
-                touched[run] = None
         ended = self._take_spawned()
         now = time.monotonic()
         touched.update((run, None) for at, run in due if at <= now)
@@ -402,6 +457,12 @@ class RunPool:
         self.close()
 
 
+def _selected(ready: list[tuple[selectors.SelectorKey, int]]) -> list[tuple[int, int]]:
+    """``selectors``' answer as ``_ProcessRun._handle`` takes it: readiness
+    only, without the hang-ups a ``_Poller`` reports."""
+    return [(key.fd, select.POLLIN) for key, _ in ready]
+
+
 @functools.cache
 def _warn_unknown_status() -> None:
     import logging  # only on this rare path: it costs start-up time
@@ -439,7 +500,7 @@ class _ProcessRun:
         self._request = request
         self._raw: list[bytes] | None = None if events else []
         self._child: Child | None = None
-        self._sel: selectors.BaseSelector | None = None
+        self._sel: selectors.BaseSelector | _Poller | None = None
         self._pending: deque[StreamEvent] = deque()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._output: list[str] = []
@@ -512,7 +573,7 @@ class _ProcessRun:
         self, emit: Callable[[StreamEvent], object]
     ) -> DoneEvent | ErrorEvent:
         sel, child = self._sel, self._child
-        assert sel is not None and child is not None
+        assert isinstance(sel, selectors.BaseSelector) and child is not None
         while True:
             while self._pending:
                 emit(self._pending.popleft())
@@ -525,7 +586,9 @@ class _ProcessRun:
             if wait <= 0:
                 self._give_up_on_pipes()
             else:
-                self._handle(sel.select(None if wait == float("inf") else wait))
+                self._handle(
+                    _selected(sel.select(None if wait == float("inf") else wait))
+                )
 
     # -- start -------------------------------------------------------------------
 
@@ -594,7 +657,9 @@ class _ProcessRun:
         self._child = child
         self._stdin_sent = child.stdin_sent
 
-    def _attach(self, sel: selectors.BaseSelector, *, shared: bool = True) -> None:
+    def _attach(
+        self, sel: selectors.BaseSelector | _Poller, *, shared: bool = True
+    ) -> None:
         """Watch the child's descriptors on ``sel`` and send the prompt.
 
         On a ``shared`` selector each key's data is this run. A selector of its
@@ -623,7 +688,7 @@ class _ProcessRun:
 
     async def _step(self) -> None:
         sel = self._sel
-        assert sel is not None
+        assert isinstance(sel, selectors.BaseSelector)  # its own, not a pool's
         ready = sel.select(0)
         if not ready:
             wait = self._wait_budget()
@@ -645,7 +710,7 @@ class _ProcessRun:
             if self._sel is not sel:
                 return  # aclose() in another task released the run meanwhile
             ready = sel.select(0)
-        self._handle(ready)
+        self._handle(_selected(ready))
 
     def _wait_budget(self) -> float:
         """Seconds the next wait may take; <= 0 means stop reading the pipes."""
@@ -662,16 +727,15 @@ class _ProcessRun:
             wait = min(wait, 0.05)  # no pidfd: poll for the exit now and then
         return wait
 
-    def _handle(self, ready: Iterable[tuple[selectors.SelectorKey, int]]) -> None:
-        """Do the I/O that ``select`` said is ready."""
+    def _handle(self, ready: Iterable[tuple[int, int]]) -> None:
+        """Do the I/O that a wait said is ready: (descriptor, poll event mask)."""
         child = self._child
         assert child is not None
-        for key, _ in ready:
-            fd = key.fd
+        for fd, events in ready:
             if fd == child.stdout:
-                self._read_stdout()
+                self._read_stdout(events)
             elif fd == child.stderr:
-                self._read_stderr()
+                self._read_stderr(events)
             elif fd == child.stdin:
                 self._write_stdin()
             elif fd == child.pidfd:
@@ -679,14 +743,23 @@ class _ProcessRun:
         if child.pidfd < 0 and self._exited_at is None and child.has_exited():
             self._on_exit()
 
-    def _read(self, fd: int) -> bytes | None:
-        """Read what is there; None when nothing is, b"" at end of file."""
-        try:
-            data = os.read(fd, _READ_SIZE)
-        except BlockingIOError:
-            return None
-        if not data:
-            self._unwatch(fd)
+    def _read(self, fd: int, events: int) -> bytes | None:
+        """Read what is there; None when nothing is, b"" at end of file.
+
+        A hang-up in ``events`` means no writer is left: then a short read
+        (or none, when nothing came in) is the end of the pipe, found without
+        another wake-up and read.
+        """
+        if events & select.POLLIN or not events & _HUP:
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                return None
+            if data and (len(data) == _READ_SIZE or not events & _HUP):
+                return data
+        else:
+            data = b""
+        self._unwatch(fd)
         return data
 
     def _unwatch(self, fd: int) -> None:
@@ -702,9 +775,9 @@ class _ProcessRun:
         elif fd == child.stdin:
             child.close_stdin()
 
-    def _read_stdout(self) -> bool:
+    def _read_stdout(self, events: int = select.POLLIN) -> bool:
         """Take one chunk of stdout; False when there was nothing to take."""
-        data = self._read(self._child.stdout)  # type: ignore[union-attr]
+        data = self._read(self._child.stdout, events)  # type: ignore[union-attr]
         if data is None:
             return False
         final = not data
@@ -722,8 +795,8 @@ class _ProcessRun:
             self._pending.append(TextEvent(text))
         return not final
 
-    def _read_stderr(self) -> bool:
-        data = self._read(self._child.stderr)  # type: ignore[union-attr]
+    def _read_stderr(self, events: int = select.POLLIN) -> bool:
+        data = self._read(self._child.stderr, events)  # type: ignore[union-attr]
         if data:
             self._tail.feed(data)
         return bool(data)

@@ -37,6 +37,16 @@ def spawners(request: pytest.FixtureRequest) -> int:
     return 2 if request.param == "threads" else 0
 
 
+@pytest.fixture(params=["epoll", "poll"])
+def poller(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The pool's selector: epoll, or poll as where there is no epoll."""
+    if request.param == "poll":
+        monkeypatch.delattr(select, "epoll")
+    elif not hasattr(select, "epoll"):
+        pytest.skip("no epoll here")
+    return str(request.param)
+
+
 def request(prompt: str) -> RunRequest:
     return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
 
@@ -66,7 +76,7 @@ def wait_dead(pid: int) -> None:
         time.sleep(0.01)
 
 
-def test_many_runs_each_get_their_own_output(spawners: int) -> None:
+def test_many_runs_each_get_their_own_output(spawners: int, poller: str) -> None:
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
     with RunPool(backend, spawners=spawners) as pool:
         for n in range(40):
@@ -94,6 +104,36 @@ def test_every_child_leads_its_own_session_with_the_configured_environment(
     assert result.output == "True é None ['the prompt']\n"
 
 
+@pytest.mark.parametrize("size", [1, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20])
+def test_output_and_stderr_of_any_size_arrive_whole(
+    spawners: int, poller: str, size: int
+) -> None:
+    # A pipe's end is taken from its hang-up where the poller reports one: a
+    # short last read must not lose or repeat a byte around the read size.
+    # The child makes its stdout pipe hold 1 MiB where it can, so that much
+    # is still in it, more than one read takes, when the hang-up comes.
+    code = (
+        "import fcntl, os, sys\n"
+        "try: fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 1 << 20)\n"
+        "except (AttributeError, OSError): pass\n"
+        "n = int(sys.argv[1])\n"
+        "os.write(2, b'e' * 100)\n"
+        "data = bytes(i % 251 for i in range(n))\n"
+        "view = memoryview(data)\n"
+        "while view: view = view[os.write(1, view):]\n"
+        "sys.exit(3)\n"
+    )
+    config = python(code, input="argument", max_output_bytes=2 << 20)
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        for n in range(3):
+            pool.start(request(str(size)), n)
+        results = dict(drain(pool, 3))
+    expected = bytes(i % 251 for i in range(size)).decode("utf-8", "replace")
+    for result in results.values():
+        assert result.exit_code == 3 and result.output == expected
+        assert "e" * 100 in str(result.error)
+
+
 def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawners: int) -> None:
     config = python("import sys; print(repr(sys.stdin.read()))", input="none")
     with RunPool(ProcessBackend(config), spawners=spawners) as pool:
@@ -104,6 +144,7 @@ def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawners: int) -> 
 
 def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
     spawners: int,
+    poller: str,
 ) -> None:
     big = "x" * (1 << 20)
     config = python("import sys; print(len(sys.stdin.read()))")
@@ -129,6 +170,7 @@ def test_prompts_around_pipe_buf_arrive_whole(spawners: int, size: int) -> None:
 
 def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
     spawners: int,
+    poller: str,
 ) -> None:
     # The run's output pipes are read only when select() says so; after the
     # timeout kills the group, what is left in them is taken without waiting
@@ -354,6 +396,7 @@ def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
 
 def test_a_leader_gone_while_an_escaped_child_holds_the_pipes_ends_after_grace(
     spawners: int,
+    poller: str,
 ) -> None:
     # The leader exits at once; a descendant that left its process group (so
     # the group kill misses it) keeps stdout open. The run ends kill_grace
