@@ -21,7 +21,14 @@ from typing import IO, TYPE_CHECKING, NamedTuple, cast
 
 from ..bridge._batch import RESULT_KEYS, BatchItem
 from ._agents import add_agent_options, agent_config
-from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
+from ._main import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    HelpFormatter,
+    fail,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -56,15 +63,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     batch = commands.add_parser(
         "batch",
         help="run an agent once per input line, results to a JSON Lines file",
-        description="Run the agent once per item of INPUT, a fresh process (or a "
-        "fresh ACP session) each, several at a time. INPUT is JSON Lines, one "
-        '{"id": ..., "prompt": "..."} per line (other fields are copied to the '
-        "result), or plain text with one prompt per line (ids are line numbers). "
+        description="Run the agent once per item of INPUT, a fresh process (or a\n"
+        "fresh ACP session) each, several at a time. INPUT is JSON Lines, one\n"
+        '{"id": ..., "prompt": "..."} per line (other fields are copied to the\n'
+        "result), or plain text with one prompt per line (ids are line numbers).\n"
         "Each result is appended to --output as soon as its item finishes.",
         epilog=EXIT_STATUS
         + "\nexample:\n  oma-bridge batch prompts.jsonl --agent claude "
         "--concurrency 8 --output results.jsonl --resume",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     batch.add_argument(
         "input_file", metavar="INPUT", help="the input file, or - to read stdin"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -27,10 +26,13 @@ from ._main import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_TIMEOUT,
+    HelpFormatter,
     fail,
 )
 
 if TYPE_CHECKING:
+    import argparse
+
     from .. import (
         AgentRunResult,
         StreamEvent,
@@ -46,7 +48,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EXIT_CODES
         + '\nexample:\n  oma-bridge run --process "python examples/summarize_agent.py"'
         " - < examples/article.txt",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_agent_options(run, prompt_options=True)
     run.add_argument(

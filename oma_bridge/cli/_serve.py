@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from ._agents import add_agent_options, agent_config
-from ._main import EXIT_OK, EXIT_USAGE, fail
+from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
+
+if TYPE_CHECKING:
+    import argparse
 
 DESCRIPTION = """\
 Serve an agent to an editor (Zed, or any client of the Agent Client Protocol)
@@ -54,7 +57,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="serve an agent to an editor over ACP (stdio)",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_agent_options(serve, prompt_options=True)
     out = serve.add_argument_group("serving")

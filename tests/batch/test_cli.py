@@ -390,3 +390,41 @@ def test_on_a_terminal_a_progress_bar_is_drawn(tmp_path: Path) -> None:
     assert runner.returncode == 0, text
     assert re.search(r"batch ━+╺?━* 1/2 0 failed, 1 running", text), text
     assert "2 succeeded" in text  # the summary follows the bar
+
+
+def test_a_process_batch_starts_without_an_event_loop_or_shutil(tmp_path: Path) -> None:
+    # Start-up is paid by every batch: the process engine needs neither asyncio
+    # nor trio, and argparse's formatter is told the width instead of importing
+    # shutil (with zlib, bz2, lzma). -X importtime lists every module loaded.
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("one\ntwo\n")
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "oma_bridge", "batch",
+         str(prompts), "--process", "cat", "--output", str(out)],
+        capture_output=True, text=True, timeout=WAIT, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["output"] for r in records(out)) == ["one", "two"]
+    loaded = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "oma_bridge.backends.process" in loaded  # the listing is complete
+    assert not loaded & {"asyncio", "trio", "shutil", "rich"}, sorted(
+        loaded & {"asyncio", "trio", "shutil", "rich"}
+    )
+
+
+@pytest.mark.parametrize("columns", [60, 120])
+def test_option_help_is_wrapped_to_the_width_in_columns(columns: int) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "batch", "--help"],
+        capture_output=True, text=True, timeout=WAIT, cwd=ROOT, check=False,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("batch options:\n", 1)[1].split("\n\n", 1)[0]
+    widest = max(map(len, section.splitlines()))
+    assert columns - 20 < widest <= columns, section
