@@ -2,53 +2,6 @@
 
 from typing import TYPE_CHECKING
 
-from .backends import ProcessBackend, ProcessBackendConfig
-from .bridge import (
-    AfterRunHook,
-    Agent,
-    AgentBackend,
-    AgentConfig,
-    AgentRefusal,
-    AgentRunResult,
-    AgentStream,
-    BackendConfig,
-    BackendExitError,
-    BackendStartError,
-    BackendTimeout,
-    BeforeRunContext,
-    BeforeRunHook,
-    BlockingBackend,
-    ContentBlock,
-    DoneEvent,
-    ErrorEvent,
-    ImageBlock,
-    InputProfile,
-    InvalidMessageError,
-    JSONValue,
-    LLMMessage,
-    MediaSource,
-    OmaBridgeError,
-    PlanEvent,
-    ProtocolError,
-    RemoteError,
-    RunRequest,
-    StreamEvent,
-    TextBlock,
-    TextEvent,
-    ThoughtEvent,
-    TokenUsage,
-    ToolCallEvent,
-    ToolCallRecord,
-    ToolCallUpdateEvent,
-    ToolResultBlock,
-    ToolUseBlock,
-    UnsupportedContentBlockError,
-    UsageEvent,
-    VideoBlock,
-    run_agent,
-)
-from .presets import Preset, preset
-
 if TYPE_CHECKING:
     from .acp import (
         AcpBackend,
@@ -63,7 +16,62 @@ if TYPE_CHECKING:
         serve,
         serve_streams,
     )
-    from .bridge import BatchItem, BatchResult, BatchRun, run_batch
+    from .backends import (
+        ProcessBackend,
+        ProcessBackendConfig,
+    )
+    from .bridge import (
+        AfterRunHook,
+        Agent,
+        AgentBackend,
+        AgentConfig,
+        AgentRefusal,
+        AgentRunResult,
+        AgentStream,
+        BackendConfig,
+        BackendExitError,
+        BackendStartError,
+        BackendTimeout,
+        BatchItem,
+        BatchResult,
+        BatchRun,
+        BeforeRunContext,
+        BeforeRunHook,
+        BlockingBackend,
+        ContentBlock,
+        DoneEvent,
+        ErrorEvent,
+        ImageBlock,
+        InputProfile,
+        InvalidMessageError,
+        JSONValue,
+        LLMMessage,
+        MediaSource,
+        OmaBridgeError,
+        PlanEvent,
+        ProtocolError,
+        RemoteError,
+        RunRequest,
+        StreamEvent,
+        TextBlock,
+        TextEvent,
+        ThoughtEvent,
+        TokenUsage,
+        ToolCallEvent,
+        ToolCallRecord,
+        ToolCallUpdateEvent,
+        ToolResultBlock,
+        ToolUseBlock,
+        UnsupportedContentBlockError,
+        UsageEvent,
+        VideoBlock,
+        run_agent,
+        run_batch,
+    )
+    from .presets import (
+        Preset,
+        preset,
+    )
 
 __version__ = "0.1.0"
 
@@ -132,35 +140,42 @@ __all__ = (
     "serve_streams",
 )
 
-# Imported on first use, from the module named: neither the ACP client nor the
-# batch runner is on the path of a process run, and the CLI imports this package
-# at every start.
+# Every name is imported on first use, from the module that defines it: the CLI
+# imports this package at every start, each command needs only part of it, and
+# a command imports that part with the collector paused (cli/_main.py). Names
+# not listed here are in .bridge.
 _LAZY = {
+    **dict.fromkeys(("ProcessBackend", "ProcessBackendConfig"), "backends"),
+    **dict.fromkeys(("Preset", "preset"), "presets"),
     **dict.fromkeys(
         (
             "AcpBackend",
             "AcpBackendConfig",
             "ClientDelegate",
+            "FrameObserver",
             "PermissionPolicy",
             "PermissionRequest",
             "ServePermission",
             "ServeTarget",
             "UpdateHook",
-            "FrameObserver",
             "serve",
             "serve_streams",
         ),
         "acp",
     ),
-    **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "bridge"),
 }
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
+    if name in __all__:
         import importlib
 
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        module = importlib.import_module(f".{_LAZY.get(name, 'bridge')}", __name__)
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -102,3 +102,27 @@ def test_importing_oma_bridge_stays_light():
         name for name in loaded if name.split(".")[0] in ("pydantic", "rich", "acp")
     )
     assert not heavy, f"importing oma_bridge imported {heavy}"
+
+
+def test_the_package_and_the_cli_entry_load_no_library_module():
+    # Names load on first use: the CLI's entry point imports neither the
+    # library nor a command before main() runs (and pauses the collector).
+    code = (
+        "import json, sys\nimport oma_bridge.cli\n"
+        "ours = [m for m in sys.modules if m.startswith('oma_bridge')]\n"
+        "print(json.dumps(sorted(ours)))\n"
+        "print(oma_bridge.Agent.__module__, oma_bridge.preset.__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded, modules = done.stdout.splitlines()
+    entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]
+    assert json.loads(loaded) == entry
+    assert modules == "oma_bridge.bridge._agent oma_bridge.presets"
