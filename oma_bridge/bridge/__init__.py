@@ -47,7 +47,8 @@ from .messages import (
 )
 
 if TYPE_CHECKING:
-    from ._batch import BatchItem, BatchResult, BatchRun, run_batch
+    from ._batch import BatchRun, run_batch
+    from ._batch_items import BatchItem, BatchResult
 
 __all__ = (
     "AfterRunHook",
@@ -99,15 +100,21 @@ __all__ = (
 )
 
 
-# The batch runner is imported on first use: a single run (the CLI's) never needs it.
-_BATCH = frozenset({"BatchItem", "BatchResult", "BatchRun", "run_batch"})
+# Batch names are imported on first use: a single run (the CLI's) never needs
+# them, and a batch without an event loop never needs the runner.
+_BATCH = {
+    "BatchItem": "_batch_items",
+    "BatchResult": "_batch_items",
+    "BatchRun": "_batch",
+    "run_batch": "_batch",
+}
 
 
 def __getattr__(name: str) -> object:
     if name in _BATCH:
-        from . import _batch
+        import importlib
 
-        value = getattr(_batch, name)
+        value = getattr(importlib.import_module(f".{_BATCH[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
 from . import _inputs
 from ._agent import Agent
-from ._batch import (
+from ._batch_items import (
     BatchItem,
     BatchResult,
     Outcome,

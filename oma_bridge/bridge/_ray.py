@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ._agent import Agent, AgentConfig
-from ._batch import Outcome
+from ._batch_items import Outcome
 from ._results import TokenUsage
 from .errors import OmaBridgeError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable
 
-    from ._batch import BatchItem
+    from ._batch_items import BatchItem
     from .messages import LLMMessage
 
 INSTALL_HINT = (

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from typing import IO, TYPE_CHECKING, NamedTuple, cast
 
-from ..bridge._batch import RESULT_KEYS, BatchItem
+from ..bridge._batch_items import RESULT_KEYS, BatchItem
 from ._agents import add_agent_options, agent_config
 from ._main import (
     EXIT_FAILED,
