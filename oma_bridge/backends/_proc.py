@@ -21,8 +21,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Final, Protocol
 
-import anyio
-
+# anyio is imported by the async methods that use it: blocking runs and batch
+# jobs never start an event loop, and every process start pays for its imports.
 from ..bridge.errors import BackendExitError, BackendStartError
 from ._redact import redact
 
@@ -560,6 +560,8 @@ class Child:
 
     async def wait_exit(self) -> None:
         """Wait until the child ends; cancellable at any point without loss."""
+        import anyio
+
         if self.pidfd >= 0:
             while not self.has_exited():
                 await anyio.wait_readable(self.pidfd)
@@ -579,6 +581,8 @@ class Child:
 
         Runs shielded: it finishes even when the caller is being cancelled.
         """
+        import anyio
+
         with anyio.CancelScope(shield=True):
             self.close_stdin()
             if not self.has_exited():

@@ -18,8 +18,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple, final
 
-import anyio
-
+# anyio is imported by the async methods that use it: blocking runs and batch
+# jobs never start an event loop, and every process start pays for its imports.
 from ..bridge import (
     AgentRunResult,
     BackendStartError,
@@ -695,6 +695,8 @@ class _ProcessRun:
             if wait <= 0:
                 self._give_up_on_pipes()
                 return
+            import anyio
+
             self._waiting = True
             try:
                 # No deadline is the common case: skip the cancel scope then.
@@ -932,6 +934,8 @@ class _ProcessRun:
             self._sel = None
         elif sel is not None:
             if self._waiting:
+                import anyio
+
                 # Wake the consumer waiting on it in another task (see _step).
                 anyio.notify_closing(sel)  # type: ignore[arg-type]
             sel.close()

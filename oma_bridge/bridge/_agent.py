@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast, final
 
-import anyio
-
+# anyio is imported by the methods that use it: a blocking run (run_sync, the
+# CLI's) never starts an event loop, and every process start pays for imports.
 from . import _inputs
 from ._hooks import apply_after_run, apply_before_run
 from .backend import AgentBackend, BackendConfig, BlockingBackend, RunRequest
@@ -133,6 +133,8 @@ class Agent:
         """Close the backend: stop any long-lived agent process it holds."""
         backend, self._backend = self._backend, None
         if backend is not None and backend is not self.config.backend:
+            import anyio
+
             with anyio.CancelScope(shield=True):
                 await backend.aclose()
 
@@ -195,6 +197,8 @@ class Agent:
         if isinstance(backend, BlockingBackend) and not hooked:
             request = self._request(_inputs.latest_user_text(messages), messages)
             return backend.run_blocking(request, on_event)
+        import anyio
+
         return anyio.run(self._run_calling_back, messages, on_event)
 
     async def _run_calling_back(
@@ -358,6 +362,8 @@ class AgentStream:
         events, self._events = self._events, None
         closer = getattr(events, "aclose", None)
         if closer is not None:
+            import anyio
+
             with anyio.CancelScope(shield=True):
                 await closer()
 
