@@ -3,7 +3,6 @@
 from typing import TYPE_CHECKING
 
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
-from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
 from ._results import AgentRunResult, TokenUsage, ToolCallRecord
 from .backend import (
     AgentBackend,
@@ -34,21 +33,22 @@ from .events import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from .messages import (
-    ContentBlock,
-    ImageBlock,
-    JSONValue,
-    LLMMessage,
-    MediaSource,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    VideoBlock,
-)
 
 if TYPE_CHECKING:
     from ._batch import BatchRun, run_batch
     from ._batch_items import BatchItem, BatchResult
+    from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
+    from .messages import (
+        ContentBlock,
+        ImageBlock,
+        JSONValue,
+        LLMMessage,
+        MediaSource,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        VideoBlock,
+    )
 
 __all__ = (
     "AfterRunHook",
@@ -100,21 +100,37 @@ __all__ = (
 )
 
 
-# Batch names are imported on first use: a single run (the CLI's) never needs
-# them, and a batch without an event loop never needs the runner.
-_BATCH = {
+# Imported on first use: a single run (the CLI's) needs neither the batch
+# names, nor the hooks' (without hooks), nor the message types (annotations);
+# a batch without an event loop never needs the runner.
+_LAZY = {
     "BatchItem": "_batch_items",
     "BatchResult": "_batch_items",
     "BatchRun": "_batch",
     "run_batch": "_batch",
+    **dict.fromkeys(("AfterRunHook", "BeforeRunContext", "BeforeRunHook"), "_hooks"),
+    **dict.fromkeys(
+        (
+            "ContentBlock",
+            "ImageBlock",
+            "JSONValue",
+            "LLMMessage",
+            "MediaSource",
+            "TextBlock",
+            "ToolResultBlock",
+            "ToolUseBlock",
+            "VideoBlock",
+        ),
+        "messages",
+    ),
 }
 
 
 def __getattr__(name: str) -> object:
-    if name in _BATCH:
+    if name in _LAZY:
         import importlib
 
-        value = getattr(importlib.import_module(f".{_BATCH[name]}", __name__), name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, cast, final
 # anyio is imported by the methods that use it: a blocking run (run_sync, the
 # CLI's) never starts an event loop, and every process start pays for imports.
 from . import _inputs
-from ._hooks import apply_after_run, apply_before_run
 from .backend import AgentBackend, BackendConfig, BlockingBackend, RunRequest
 from .errors import InvalidMessageError, ProtocolError
 from .events import DoneEvent, ErrorEvent
@@ -264,6 +263,8 @@ class Agent:
         profile = self.input_profile
         prompt = _inputs.latest_user_text(messages)
         if self.config.before_run is not None:
+            from ._hooks import apply_before_run
+
             prompt, messages = await apply_before_run(
                 self.config.before_run, messages, profile, self._hookless, _copy
             )
@@ -283,6 +284,8 @@ class Agent:
         self, result: AgentRunResult, history: list[LLMMessage] | None
     ) -> AgentRunResult:
         if self.config.after_run is not None:
+            from ._hooks import apply_after_run
+
             result = await apply_after_run(self.config.after_run, result)
         if history is not None and result.success:
             self._history.extend(history)
