@@ -83,11 +83,9 @@ def test_top_level_exports_are_reexports():
     assert not extra, f"oma_bridge exports names no public module exports: {extra}"
 
 
-def test_importing_oma_bridge_stays_light():
-    code = (
-        "import json, sys\nimport oma_bridge\nprint(json.dumps(sorted(sys.modules)))\n"
-    )
-    done = subprocess.run(
+def python_c(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter in the project root."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
@@ -95,6 +93,13 @@ def test_importing_oma_bridge_stays_light():
         timeout=60,
         check=False,
     )
+
+
+def test_importing_oma_bridge_stays_light():
+    code = (
+        "import json, sys\nimport oma_bridge\nprint(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = python_c(code)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
     assert "oma_bridge" in loaded  # the check below looks at the right process
@@ -113,14 +118,7 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
         "print(json.dumps(sorted(ours)))\n"
         "print(oma_bridge.Agent.__module__, oma_bridge.preset.__module__)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = python_c(code)
     assert done.returncode == 0, done.stderr
     loaded, modules = done.stdout.splitlines()
     entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]
@@ -143,13 +141,6 @@ def test_inspect_deferred_by_the_cli_loads_at_first_use():
         "print(Point.__doc__, inspect.signature(len), inspect.isfunction(print))\n"
         "print(sys.modules['inspect'].getmodule(inspect.getmodule).__name__)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = python_c(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["Point(x: int) (obj, /) False", "inspect"]

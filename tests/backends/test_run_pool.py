@@ -47,6 +47,19 @@ def poller(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
+#: A child that forks a descendant into a session of its own (out of reach of
+#: the group kill), which sleeps with stdout open; the child prints its pid.
+ESCAPE = (
+    "import os, time\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.setsid()\n"
+    "    time.sleep(30)\n"
+    "    os._exit(0)\n"
+    "print(pid, flush=True)\n"
+)
+
+
 def request(prompt: str) -> RunRequest:
     return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
 
@@ -175,17 +188,7 @@ def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
     # The run's output pipes are read only when select() says so; after the
     # timeout kills the group, what is left in them is taken without waiting
     # for the escaped descendant, which keeps them open and writes nothing.
-    escape = (
-        "import os, time\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    os.setsid()\n"
-        "    time.sleep(30)\n"
-        "    os._exit(0)\n"
-        "print(pid, flush=True)\n"
-        "time.sleep(30)\n"
-    )
-    config = python(escape, timeout=0.5, kill_grace=0.2)
+    config = python(ESCAPE + "time.sleep(30)\n", timeout=0.5, kill_grace=0.2)
     with RunPool(ProcessBackend(config), spawners=spawners) as pool:
         started = time.monotonic()
         pool.start(request("x"), "a")
@@ -401,16 +404,7 @@ def test_a_leader_gone_while_an_escaped_child_holds_the_pipes_ends_after_grace(
     # The leader exits at once; a descendant that left its process group (so
     # the group kill misses it) keeps stdout open. The run ends kill_grace
     # after the leader, not when that descendant would.
-    escape = (
-        "import os, time\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    os.setsid()\n"
-        "    time.sleep(30)\n"
-        "    os._exit(0)\n"
-        "print(pid, flush=True)\n"
-    )
-    config = python(escape, kill_grace=0.3)
+    config = python(ESCAPE, kill_grace=0.3)
     with RunPool(ProcessBackend(config), spawners=spawners) as pool:
         started = time.monotonic()
         pool.start(request("x"), "a")
