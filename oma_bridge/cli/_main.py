@@ -107,7 +107,7 @@ class _Deferred(types.ModuleType):
 def _defer_inspect() -> None:
     """Leave ``inspect`` unimported until something uses it.
 
-    dataclasses imports it, and with it ast, dis and tokenize (11% of a
+    dataclasses imports it, and with it ast, dis and tokenize (7% of a
     one-item batch's instructions), for one call made only for a dataclass
     without a docstring; a command rarely uses it otherwise.
     """
