@@ -82,6 +82,17 @@ def drain(pool: RunPool, count: int) -> Iterator[tuple[Hashable, AgentRunResult]
             yield ended
 
 
+def timed_run(
+    config: ProcessBackendConfig, spawners: int
+) -> tuple[AgentRunResult, float]:
+    """One run through a pool of its own: its result, and seconds to get it."""
+    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+        started = time.monotonic()
+        pool.start(request("x"), "a")
+        [(_, result)] = drain(pool, 1)
+        return result, time.monotonic() - started
+
+
 def wait_dead(pid: int) -> None:
     deadline = time.monotonic() + HANG_GUARD
     while not is_dead(pid):
@@ -189,11 +200,7 @@ def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
     # timeout kills the group, what is left in them is taken without waiting
     # for the escaped descendant, which keeps them open and writes nothing.
     config = python(ESCAPE + "time.sleep(30)\n", timeout=0.5, kill_grace=0.2)
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
-        started = time.monotonic()
-        pool.start(request("x"), "a")
-        [(_, result)] = drain(pool, 1)
-        elapsed = time.monotonic() - started
+    result, elapsed = timed_run(config, spawners)
     escaped = int(result.output)
     try:
         assert isinstance(result.error, BackendTimeout)
@@ -405,11 +412,7 @@ def test_a_leader_gone_while_an_escaped_child_holds_the_pipes_ends_after_grace(
     # the group kill misses it) keeps stdout open. The run ends kill_grace
     # after the leader, not when that descendant would.
     config = python(ESCAPE, kill_grace=0.3)
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
-        started = time.monotonic()
-        pool.start(request("x"), "a")
-        [(_, result)] = drain(pool, 1)
-        elapsed = time.monotonic() - started
+    result, elapsed = timed_run(config, spawners)
     escaped = int(result.output)
     try:
         assert result.success and 0.3 <= elapsed < 5
