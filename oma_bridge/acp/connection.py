@@ -333,25 +333,9 @@ class Connection:
                 return
             # A reply ends its exchange: it goes out now, with what was held.
             self._held = []
-            await self._send_held(held)
+            await self._send_now(held)
             return
-        # Most sends find the lock free: take it without a checkpoint (the
-        # write itself is none either, unless the pipe is full).
-        lock = self._send_lock
-        try:
-            lock.acquire_nowait()
-        except anyio.WouldBlock:
-            await lock.acquire()
-        try:
-            await self._stream.send(message)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            raise self.fail(
-                ProtocolError("The peer stopped reading its input.")
-            ) from exc
-        finally:
-            lock.release()
-        if self._observe is not None:
-            self._observe("out", message)  # type: ignore[arg-type]
+        await self._send_now([message])
 
     # -- incoming --------------------------------------------------------------
 
@@ -628,12 +612,15 @@ class Connection:
                 finally:
                     held, self._held = self._held, None
                     if held:
-                        await self._send_held(held)
+                        await self._send_now(held)
             else:
                 await self.handle(message)
                 self._wake()
 
-    async def _send_held(self, messages: list[Mapping[str, object]]) -> None:
+    async def _send_now(self, messages: list[Mapping[str, object]]) -> None:
+        """Write ``messages`` (with ``send_many`` where the stream has it: one
+        write). Most sends find the lock free: it is taken without a checkpoint
+        (the write itself is none either, unless the pipe is full)."""
         if self.error is not None:
             raise self.error
         lock = self._send_lock
