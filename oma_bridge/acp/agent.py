@@ -65,6 +65,7 @@ from ..bridge import (
     OmaBridgeError,
     PlanEvent,
     ProtocolError,
+    RebasableConfig,
     RemoteError,
     TextEvent,
     ThoughtEvent,
@@ -81,7 +82,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
-    from ..bridge import AgentBackend, AgentRunResult, JSONValue, StreamEvent
+    from ..bridge import AgentRunResult, JSONValue, StreamEvent
     from .client import FrameObserver, PermissionPolicy, PermissionRequest
 
 __all__ = ("ServePermission", "ServeTarget", "serve", "serve_streams")
@@ -485,8 +486,8 @@ class _Server:
         proxied = isinstance(backend, AcpBackendConfig)
         if isinstance(backend, AcpBackendConfig):
             backend = self._proxy_config(backend, session_id, servers)
-        if _has_cwd(backend):
-            backend = dataclasses.replace(backend, cwd=cwd)  # type: ignore[type-var]
+        if isinstance(backend, RebasableConfig):
+            backend = backend.with_cwd(cwd)
         elif not isinstance(backend, BackendConfig):
             logger.warning(
                 "the agent's backend is a shared instance: session cwd %s ignored", cwd
@@ -669,12 +670,6 @@ def _display_name(target: object) -> str | None:
     name = target.name if isinstance(target, AgentConfig) else None
     name = name or getattr(target, "command", None)
     return os.path.basename(name) or name if isinstance(name, str) else None
-
-
-def _has_cwd(backend: BackendConfig | AgentBackend) -> bool:
-    return dataclasses.is_dataclass(backend) and any(
-        f.name == "cwd" for f in dataclasses.fields(backend)
-    )
 
 
 def _prompt_text(blocks: JSONValue) -> str:

@@ -45,6 +45,7 @@ aborted failure, and no agent is started after ``aclose()``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import os
@@ -285,6 +286,12 @@ class AcpBackendConfig:
 
     def create_backend(self) -> AcpBackend:
         return AcpBackend(self)
+
+    def with_cwd(self, cwd: str) -> AcpBackendConfig:
+        return dataclasses.replace(self, cwd=cwd)
+
+    def with_fresh_sessions(self) -> AcpBackendConfig:
+        return dataclasses.replace(self, session_per_run=True)
 
 
 def _select_values(options: JSONValue) -> list[str]:

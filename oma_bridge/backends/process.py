@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -112,6 +113,9 @@ class ProcessBackendConfig:
 
     def create_backend(self) -> ProcessBackend:
         return ProcessBackend(self)
+
+    def with_cwd(self, cwd: str) -> ProcessBackendConfig:
+        return dataclasses.replace(self, cwd=cwd)
 
 
 @final

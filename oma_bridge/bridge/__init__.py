@@ -8,7 +8,9 @@ from .backend import (
     AgentBackend,
     BackendConfig,
     BlockingBackend,
+    FreshSessionConfig,
     InputProfile,
+    RebasableConfig,
     RunRequest,
 )
 from .errors import (
@@ -71,6 +73,7 @@ __all__ = (
     "ContentBlock",
     "DoneEvent",
     "ErrorEvent",
+    "FreshSessionConfig",
     "ImageBlock",
     "InputProfile",
     "InvalidMessageError",
@@ -80,6 +83,7 @@ __all__ = (
     "OmaBridgeError",
     "PlanEvent",
     "ProtocolError",
+    "RebasableConfig",
     "RemoteError",
     "RunRequest",
     "StreamEvent",

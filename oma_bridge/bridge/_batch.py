@@ -36,6 +36,7 @@ from ._batch_items import (
     final_result,
 )
 from ._results import TokenUsage
+from .backend import FreshSessionConfig
 from .errors import BackendTimeout, OmaBridgeError
 
 if TYPE_CHECKING:
@@ -57,23 +58,9 @@ __all__ = ("BatchItem", "BatchResult", "BatchRun", "run_batch")
 
 
 def _fresh_sessions(config: AgentConfig) -> AgentConfig:
-    """The config whose backend gives every run a fresh session, where it can.
-
-    ``bridge`` never imports a transport, so the option is found by name: a
-    backend config that keeps a session between runs declares a
-    ``session_per_run`` field (``AcpBackendConfig``).
-    """
-    backend = config.backend
-    if (
-        dataclasses.is_dataclass(backend)
-        and not isinstance(backend, type)
-        and any(f.name == "session_per_run" for f in dataclasses.fields(backend))
-        and not getattr(backend, "session_per_run", True)
-    ):
-        return dataclasses.replace(
-            config,
-            backend=dataclasses.replace(backend, session_per_run=True),
-        )
+    """The config whose backend gives every run a fresh session, where it can."""
+    if isinstance(config.backend, FreshSessionConfig):
+        return dataclasses.replace(config, backend=config.backend.with_fresh_sessions())
     return config
 
 

@@ -19,7 +19,9 @@ __all__ = (
     "AgentBackend",
     "BackendConfig",
     "BlockingBackend",
+    "FreshSessionConfig",
     "InputProfile",
+    "RebasableConfig",
     "RunRequest",
 )
 
@@ -101,3 +103,22 @@ class BlockingBackend(Protocol):
         request: RunRequest,
         on_event: Callable[[StreamEvent], object] | None = None,
     ) -> AgentRunResult: ...
+
+
+@runtime_checkable
+class RebasableConfig(Protocol):
+    """A backend config that can run its agent in another working directory.
+
+    ``oma-bridge serve`` gives each editor session the session's ``cwd`` this way;
+    a config without the method keeps its own directory.
+    """
+
+    def with_cwd(self, cwd: str) -> BackendConfig: ...
+
+
+@runtime_checkable
+class FreshSessionConfig(Protocol):
+    """A backend config whose backend keeps a session between runs, and can instead
+    open a fresh one for every run (batch items must not see each other)."""
+
+    def with_fresh_sessions(self) -> BackendConfig: ...

@@ -1,0 +1,61 @@
+"""Backend configs say what they support through protocols, not field names."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from oma_bridge import (
+    AcpBackendConfig,
+    AgentConfig,
+    FreshSessionConfig,
+    InputProfile,
+    ProcessBackendConfig,
+    RebasableConfig,
+    run_batch,
+)
+
+from .support import RecordingBackend
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionfulConfig:
+    """A user-written config whose backend reuses a session unless told not to."""
+
+    fresh: bool = False
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return InputProfile(transport="custom")
+
+    def create_backend(self) -> RecordingBackend:
+        return RecordingBackend(reply="fresh" if self.fresh else "shared")
+
+    def with_fresh_sessions(self) -> SessionfulConfig:
+        return dataclasses.replace(self, fresh=True)
+
+
+def test_the_transports_declare_their_seams():
+    process = ProcessBackendConfig(command="cat")
+    acp = AcpBackendConfig(command=sys.executable)
+    assert isinstance(process, RebasableConfig)
+    assert process.with_cwd("/tmp").cwd == "/tmp"
+    assert not isinstance(process, FreshSessionConfig)
+    assert isinstance(acp, RebasableConfig)
+    assert isinstance(acp, FreshSessionConfig)
+    assert acp.with_fresh_sessions().session_per_run
+    assert not acp.session_per_run
+
+
+async def test_batch_asks_a_user_config_for_fresh_sessions():
+    config = AgentConfig(name="mine", backend=SessionfulConfig())
+    async with run_batch(config, ["a", "b"], concurrency=1) as results:
+        outputs = [result.output async for result in results]
+    assert outputs == ["fresh", "fresh"]
+
+
+async def test_batch_leaves_a_config_without_the_seam_alone():
+    config = AgentConfig(name="plain", backend=RecordingBackend(reply="as is"))
+    async with run_batch(config, ["a"], concurrency=1) as results:
+        outputs = [result.output async for result in results]
+    assert outputs == ["as is"]
