@@ -96,7 +96,7 @@ from .connection import Connection, RequestError
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from ..bridge import JSONValue, RunRequest, StreamEvent
+    from ..bridge import JSONValue, RunRequest, RunStream, StreamEvent
 
 __all__ = (
     "AcpBackend",
@@ -837,7 +837,7 @@ class AcpBackend:
         agent = self._agent
         return agent.session_id if agent is not None and agent.session_id else None
 
-    def stream(self, request: RunRequest) -> _AcpRun:
+    def stream(self, request: RunRequest) -> RunStream:
         """One prompt turn; nothing starts until the first iteration."""
         return _AcpRun(self, request)
 

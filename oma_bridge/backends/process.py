@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from ..bridge import RunRequest, StreamEvent
+    from ..bridge import RunRequest, RunStream, StreamEvent
 
 __all__ = ("ProcessBackend", "ProcessBackendConfig", "RunPool")
 
@@ -142,7 +142,7 @@ class ProcessBackend:
     def input_profile(self) -> InputProfile:
         return self.config.input_profile
 
-    def stream(self, request: RunRequest) -> _ProcessRun:
+    def stream(self, request: RunRequest) -> RunStream:
         return _ProcessRun(self, request)
 
     def child_env(self) -> Mapping[bytes, bytes]:

@@ -12,6 +12,7 @@ from .backend import (
     InputProfile,
     RebasableConfig,
     RunRequest,
+    RunStream,
 )
 from .errors import (
     AgentRefusal,
@@ -86,6 +87,7 @@ __all__ = (
     "RebasableConfig",
     "RemoteError",
     "RunRequest",
+    "RunStream",
     "StreamEvent",
     "TextBlock",
     "TextEvent",

@@ -23,6 +23,7 @@ __all__ = (
     "InputProfile",
     "RebasableConfig",
     "RunRequest",
+    "RunStream",
 )
 
 
@@ -63,6 +64,25 @@ class RunRequest(NamedTuple):
     messages: list[LLMMessage]
     system_prompt: str | None = None
     agent_name: str = "agent"
+
+
+class RunStream(Protocol):
+    """What the built-in backends' ``stream()`` returns: the events of one run.
+
+    An async iterator ending with exactly one ``done`` or ``error`` event, and an
+    async context manager: leaving the block (or ``aclose()``) stops the run and
+    everything it started.
+    """
+
+    def __aiter__(self) -> RunStream: ...
+
+    async def __anext__(self) -> StreamEvent: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> RunStream: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
 
 
 @runtime_checkable
