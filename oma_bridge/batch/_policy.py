@@ -12,8 +12,7 @@ had already ended is reported as it ended.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, final
 
 from ..bridge import (
     BackendExitError,
@@ -82,7 +81,7 @@ class Outcome(NamedTuple):
         return cls(False, "", kind, message, None, True, TokenUsage())
 
 
-@dataclass(frozen=True)
+@final
 class RetryPolicy:
     """When an item is tried again.
 
@@ -91,8 +90,12 @@ class RetryPolicy:
         backoff: Seconds before the first retry, doubled for each next one.
     """
 
-    retries: int = 0
-    backoff: float = 1.0
+    # A plain class, not a dataclass: building one costs every CLI start.
+    __slots__ = ("backoff", "retries")
+
+    def __init__(self, retries: int = 0, backoff: float = 1.0) -> None:
+        self.retries = retries
+        self.backoff = backoff
 
     def delay(
         self, outcome: Outcome, attempts: int, *, cancelled: bool = False
