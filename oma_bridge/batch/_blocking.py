@@ -53,6 +53,13 @@ class PoolingBackend(Protocol):
     def run_pool(self) -> BlockingPool: ...
 
 
+if TYPE_CHECKING:
+    from ..backends import ProcessBackend
+
+    def _process_backend_pools(backend: ProcessBackend) -> PoolingBackend:
+        return backend  # mypy checks that its RunPool is a BlockingPool
+
+
 def sync_batch(
     config: AgentConfig,
     items: Iterable[BatchItem | str],
