@@ -20,6 +20,12 @@ if TYPE_CHECKING:
         ProcessBackend,
         ProcessBackendConfig,
     )
+    from .batch import (
+        BatchItem,
+        BatchResult,
+        BatchRun,
+        run_batch,
+    )
     from .bridge import (
         AfterRunHook,
         Agent,
@@ -32,9 +38,6 @@ if TYPE_CHECKING:
         BackendExitError,
         BackendStartError,
         BackendTimeout,
-        BatchItem,
-        BatchResult,
-        BatchRun,
         BeforeRunContext,
         BeforeRunHook,
         BlockingBackend,
@@ -69,7 +72,6 @@ if TYPE_CHECKING:
         UsageEvent,
         VideoBlock,
         run_agent,
-        run_batch,
     )
     from .presets import (
         Preset,
@@ -152,6 +154,7 @@ __all__ = (
 # not listed here are in .bridge.
 _LAZY = {
     **dict.fromkeys(("ProcessBackend", "ProcessBackendConfig"), "backends"),
+    **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
     **dict.fromkeys(("Preset", "preset"), "presets"),
     **dict.fromkeys(
         (

@@ -14,7 +14,12 @@ import pytest
 import oma_bridge
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ("oma_bridge.bridge", "oma_bridge.backends", "oma_bridge.acp")
+SUBPACKAGES = (
+    "oma_bridge.bridge",
+    "oma_bridge.backends",
+    "oma_bridge.acp",
+    "oma_bridge.batch",
+)
 
 
 def _raise(name):

@@ -38,8 +38,6 @@ from .events import (
 )
 
 if TYPE_CHECKING:
-    from ._batch import BatchRun, run_batch
-    from ._batch_items import BatchItem, BatchResult
     from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
     from .messages import (
         ContentBlock,
@@ -65,9 +63,6 @@ __all__ = (
     "BackendExitError",
     "BackendStartError",
     "BackendTimeout",
-    "BatchItem",
-    "BatchResult",
-    "BatchRun",
     "BeforeRunContext",
     "BeforeRunHook",
     "BlockingBackend",
@@ -102,18 +97,12 @@ __all__ = (
     "UsageEvent",
     "VideoBlock",
     "run_agent",
-    "run_batch",
 )
 
 
-# Imported on first use: a single run (the CLI's) needs neither the batch
-# names, nor the hooks' (without hooks), nor the message types (annotations);
-# a batch without an event loop never needs the runner.
+# Imported on first use: a single run (the CLI's) needs neither the hooks'
+# names (without hooks) nor the message types (annotations).
 _LAZY = {
-    "BatchItem": "_batch_items",
-    "BatchResult": "_batch_items",
-    "BatchRun": "_batch",
-    "run_batch": "_batch",
     **dict.fromkeys(("AfterRunHook", "BeforeRunContext", "BeforeRunHook"), "_hooks"),
     **dict.fromkeys(
         (

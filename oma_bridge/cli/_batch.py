@@ -1,11 +1,10 @@
 """``oma-bridge batch``: one fresh run per input line, results appended as JSON Lines.
 
-The input is checked as a whole before anything starts (malformed lines and
-duplicate ids are reported with their line numbers), then read again lazily
-while the batch runs, so memory does not grow with the number of items. Each
-result is written with one ``write`` to a file opened for appending as soon as
-its item finishes, by one task only: lines never interleave, and a kill at any
-moment loses at most the line being written, which ``--resume`` tolerates.
+The input is checked, then read lazily (``_batch_input``); progress and the
+summary go to stderr (``_batch_progress``). Each result is written with one
+``write`` to a file opened for appending as soon as its item finishes, by one
+task only: lines never interleave, and a kill at any moment loses at most the
+line being written, which ``--resume`` tolerates.
 """
 
 from __future__ import annotations
@@ -15,12 +14,11 @@ import json
 import os
 import signal
 import sys
-import time
-from collections import Counter
-from typing import IO, TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING
 
-from ..bridge._batch_items import RESULT_KEYS, BatchItem
 from ._agents import add_agent_options, agent_config
+from ._batch_input import Problem, Scan, items, readable_twice, recorded_ids, scan
+from ._batch_progress import Display, Tally, summary
 from ._main import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -31,22 +29,10 @@ from ._main import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
-    from rich.progress import Progress, TaskID
-    from typing_extensions import Self
+    from .. import AgentConfig, BatchItem, BatchResult, BatchRun, JSONValue
 
-    from .. import (
-        AgentConfig,
-        BatchResult,
-        BatchRun,
-        JSONValue,
-        LLMMessage,
-    )
-
-#: How often (seconds) the progress line is logged when stderr is not a terminal;
-#: OMA_BRIDGE_PROGRESS_EVERY overrides it (read when a batch starts).
-LOG_EVERY = 10.0
 _MAX_REPORTED = 20
 
 EXIT_STATUS = f"""\
@@ -162,131 +148,7 @@ def _non_negative_int(value: str) -> int:
     return number
 
 
-# -- input -------------------------------------------------------------------------
-
-
-class Problem(NamedTuple):
-    line: int
-    message: str
-
-
-class Scan(NamedTuple):
-    """What the first pass over the input found."""
-
-    jsonl: bool
-    valid: int  # items without a problem
-    problems: list[Problem]
-    ids: set[str | int]
-
-
-def _is_jsonl(path: str) -> bool:
-    """JSON Lines when the first non-blank line is an object."""
-    with open(path, "rb") as f:
-        for raw in f:
-            if raw.strip():
-                return raw.lstrip().startswith(b"{")
-    return False
-
-
-def _parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:
-    """One input line as an item, or why it is not one; (None, None) if blank."""
-    text = line.rstrip("\r\n")
-    if not text.strip():
-        return None, None
-    if not jsonl:
-        return BatchItem(id=number, input=text), None
-    try:
-        record = json.loads(text)
-    except ValueError as exc:
-        return None, f"not valid JSON ({exc})"
-    if not isinstance(record, dict):
-        return None, f"expected a JSON object, got {type(record).__name__}"
-    item_id = record.pop("id", number)
-    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
-        return None, f"'id' must be a string or an integer, got {item_id!r}"
-    has_prompt, has_messages = "prompt" in record, "messages" in record
-    if has_prompt == has_messages:
-        return None, "needs exactly one of 'prompt' or 'messages'"
-    value = record.pop("prompt") if has_prompt else record.pop("messages")
-    reserved = sorted(RESULT_KEYS & record.keys())
-    if reserved:
-        return None, (f"field {reserved[0]!r} is reserved for the result; rename it")
-    if isinstance(value, str) and has_prompt:
-        return BatchItem(id=item_id, input=value, extra=record), None
-    if not isinstance(value, list):
-        return None, f"'{'prompt' if has_prompt else 'messages'}' has the wrong type"
-    # Structured input (content blocks or messages) is passed on as messages:
-    # the text-only boundary rejects it for this item alone, spawning nothing.
-    messages = [{"role": "user", "content": value}] if has_prompt else value
-    return BatchItem(
-        id=item_id, input=cast("list[LLMMessage]", messages), extra=record
-    ), None
-
-
-def scan(path: str) -> Scan:
-    """Check every line; find malformed ones and duplicate ids."""
-    jsonl = _is_jsonl(path)
-    seen: dict[str | int, int] = {}
-    problems: list[Problem] = []
-    count = 0
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        if not jsonl:  # one prompt per non-blank line, its number the id
-            ids: set[str | int] = {n for n, line in enumerate(f, 1) if line.strip()}
-            return Scan(jsonl, len(ids), problems, ids)
-        for number, line in enumerate(f, 1):
-            item, problem = _parse(line, number, jsonl)
-            if problem is not None:
-                problems.append(Problem(number, problem))
-            elif item is not None:
-                first = seen.setdefault(item.id, number)
-                if first != number:
-                    problems.append(
-                        Problem(
-                            number, f"duplicate id {item.id!r} (first on line {first})"
-                        )
-                    )
-                else:
-                    count += 1
-    return Scan(jsonl, count, problems, set(seen))
-
-
-def items(
-    path: str, jsonl: bool, skip_lines: set[int], done: set[str | int]
-) -> Iterator[BatchItem]:
-    """The items to run, read lazily: without bad lines and already-done ids."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        for number, line in enumerate(f, 1):
-            if number in skip_lines:
-                continue
-            item, _ = _parse(line, number, jsonl)
-            if item is not None and item.id not in done:
-                yield item
-
-
 # -- output ------------------------------------------------------------------------
-
-
-def recorded_ids(path: str) -> set[str | int]:
-    """Ids with a final (not cancelled) record in ``path``; repairs a cut last line.
-
-    A ``kill -9`` can leave the last line half written. It is cut off, so that
-    the next record starts on a line of its own; the item it held runs again.
-    """
-    done: set[str | int] = set()
-    with open(path, "rb+") as f:
-        good_end = 0
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                break
-            good_end += len(raw)
-            if isinstance(record, dict) and not record.get("cancelled"):
-                done.add(record.get("id"))  # type: ignore[arg-type]
-        f.truncate(good_end)
-    return done
 
 
 class Writer:
@@ -313,80 +175,6 @@ class Writer:
             os.close(self._fd)
 
 
-# -- progress ----------------------------------------------------------------------
-
-
-class Tally:
-    """Counts and durations for the progress display and the summary."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.succeeded = 0
-        self.failed = 0
-        self.cancelled = 0
-        self.durations: list[float] = []
-        self.kinds: Counter[str] = Counter()
-        self.started = time.monotonic()
-
-    @property
-    def done(self) -> int:
-        return self.succeeded + self.failed + self.cancelled
-
-    def add(self, result: BatchResult) -> None:
-        if result.cancelled:
-            self.cancelled += 1
-            return
-        self.durations.append(result.duration_s)
-        if result.success:
-            self.succeeded += 1
-        else:
-            self.failed += 1
-            self.kinds[result.error_kind or "UNKNOWN"] += 1
-
-    def line(self, running: int) -> str:
-        elapsed = time.monotonic() - self.started
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        left = self.total - self.done
-        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
-        return (
-            f"batch: {self.done}/{self.total} done, {self.failed} failed, "
-            f"{running} running, {rate:.1f} items/s, ETA {eta}"
-        )
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-def _summary(tally: Tally, skipped: int, resumed: int, where: str) -> str:
-    parts = [
-        f"batch: {tally.done} items run: {tally.succeeded} succeeded, "
-        f"{tally.failed} failed, {tally.cancelled} cancelled"
-    ]
-    if skipped:
-        parts.append(f"{skipped} invalid lines skipped")
-    if resumed:
-        parts.append(f"{resumed} already done (resumed)")
-    not_run = tally.total - tally.done
-    if not_run > 0:
-        parts.append(f"{not_run} not started")
-    lines = ["; ".join(parts)]
-    if tally.durations:
-        lines.append(
-            f"  duration p50 {_percentile(tally.durations, 0.5):.3f}s, "
-            f"p95 {_percentile(tally.durations, 0.95):.3f}s, "
-            f"wall {time.monotonic() - tally.started:.1f}s"
-        )
-    if tally.kinds:
-        lines.append(
-            "  failures by kind: "
-            + ", ".join(f"{kind} {n}" for kind, n in tally.kinds.most_common())
-        )
-    lines.append(f"  results: {where}")
-    return "\n".join(lines) + "\n"
-
-
 # -- the command -------------------------------------------------------------------
 
 
@@ -395,54 +183,50 @@ def batch_command(args: argparse.Namespace) -> int:
         config = agent_config(args, interactive=False)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
-    if args.resume and args.output is None:
-        return fail("--resume needs --output FILE (the results to continue)")
-    if args.output is not None and not args.resume and os.path.exists(args.output):
-        if os.path.getsize(args.output) > 0:
-            return fail(
-                f"{args.output} already holds results; use --resume to continue "
-                "it, or choose another --output"
-            )
-    if args.backoff < 0:
-        return fail("--backoff must not be negative")
-    spool: IO[bytes] | None = None
-    try:
-        path = args.input_file
-        if path == "-":
-            # Read twice (check everything, then run lazily): keep stdin on disk.
-            import shutil
-            import tempfile
-
-            spool = tempfile.NamedTemporaryFile(prefix="oma-batch-", suffix=".in")
-            shutil.copyfileobj(sys.stdin.buffer, spool)
-            spool.flush()
-            path = spool.name
+    refused = _refused(args)
+    if refused is not None:
+        return fail(refused)
+    with readable_twice(args.input_file) as path:
         try:
             found = scan(path)
         except OSError as exc:
             return fail(f"cannot read {args.input_file}: {exc.strerror or exc}")
-        for problem in found.problems[:_MAX_REPORTED]:
-            verb = "skipped" if args.skip_invalid else "invalid"
-            sys.stderr.write(
-                f"oma-bridge: {verb}: line {problem.line}: {problem.message}\n"
-            )
-        if len(found.problems) > _MAX_REPORTED:
-            sys.stderr.write(
-                f"oma-bridge: ... and {len(found.problems) - _MAX_REPORTED} more\n"
-            )
+        _report(found.problems, args.skip_invalid)
         if found.problems and not args.skip_invalid:
             return fail(
                 f"{len(found.problems)} invalid line(s) in {args.input_file}; "
-                "nothing was "
-                "run (fix them, or pass --skip-invalid)"
+                "nothing was run (fix them, or pass --skip-invalid)"
             )
         done: set[str | int] = set()
         if args.resume and os.path.exists(args.output):
             done = recorded_ids(args.output)
         return _run(args, config, path, found, done)
-    finally:
-        if spool is not None:
-            spool.close()
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    """Why the options cannot run as given, or None."""
+    if args.resume and args.output is None:
+        return "--resume needs --output FILE (the results to continue)"
+    if args.output is not None and not args.resume and os.path.exists(args.output):
+        if os.path.getsize(args.output) > 0:
+            return (
+                f"{args.output} already holds results; use --resume to continue "
+                "it, or choose another --output"
+            )
+    if args.backoff < 0:
+        return "--backoff must not be negative"
+    return None
+
+
+def _report(problems: list[Problem], skip_invalid: bool) -> None:
+    """The first invalid lines on stderr, with their numbers."""
+    verb = "skipped" if skip_invalid else "invalid"
+    for problem in problems[:_MAX_REPORTED]:
+        sys.stderr.write(
+            f"oma-bridge: {verb}: line {problem.line}: {problem.message}\n"
+        )
+    if len(problems) > _MAX_REPORTED:
+        sys.stderr.write(f"oma-bridge: ... and {len(problems) - _MAX_REPORTED} more\n")
 
 
 def _run(
@@ -466,14 +250,12 @@ def _run(
     finally:
         writer.close()
     sys.stderr.write(
-        _summary(tally, len(found.problems), resumed, args.output or "stdout")
+        summary(tally, len(found.problems), resumed, args.output or "stdout")
     )
     sys.stderr.flush()
     if cancelled and not (args.fail_fast and tally.failed):
         return EXIT_INTERRUPTED
-    if tally.failed or tally.cancelled or found.problems or tally.done < tally.total:
-        return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED if found.problems or not tally.all_succeeded else EXIT_OK
 
 
 def _record(result: BatchResult, writer: Writer, tally: Tally, fail_fast: bool) -> bool:
@@ -494,7 +276,7 @@ def _run_sync(
     agent, no hooks); whether it was cancelled, or None when it cannot run so."""
     if args.executor != "local":
         return None
-    from ..bridge._batch_sync import sync_batch
+    from ..batch._blocking import sync_batch
 
     batch = sync_batch(
         config,
@@ -582,81 +364,3 @@ async def _show_progress(batch: BatchRun, tally: Tally) -> None:
         while True:
             display.refresh()
             await anyio.sleep(0.2)
-
-
-def _log_every() -> float:
-    """LOG_EVERY, or a valid positive OMA_BRIDGE_PROGRESS_EVERY (else ignored)."""
-    try:
-        every = float(os.environ.get("OMA_BRIDGE_PROGRESS_EVERY", LOG_EVERY))
-    except ValueError:
-        return LOG_EVERY
-    return every if every > 0 else LOG_EVERY
-
-
-class Display:
-    """Progress while a batch runs: a bar drawn with rich on a terminal, else a
-    line on stderr every ``LOG_EVERY`` seconds. ``refresh`` is called often
-    (about every 0.2 s) by the loop that runs the batch: no thread of its own,
-    which would contend for the GIL with the loop that spawns the agents."""
-
-    def __init__(self, tally: Tally, running: Callable[[], int]) -> None:
-        self._tally = tally
-        self._running = running
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
-        self._every = _log_every()
-        self._next_line = time.monotonic() + self._every
-
-    def __enter__(self) -> Self:
-        if sys.stderr.isatty():
-            # rich is imported only here, on the path that draws.
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("batch"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                # stderr: stdout may carry the results.
-                console=Console(stderr=True),
-                transient=True,
-                auto_refresh=False,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(
-                "batch", total=self._tally.total, status=""
-            )
-        return self
-
-    def refresh(self) -> None:
-        tally, now = self._tally, time.monotonic()
-        if self._progress is None:
-            if now >= self._next_line:
-                sys.stderr.write(tally.line(self._running()) + "\n")
-                sys.stderr.flush()
-                self._next_line = now + self._every
-            return
-        assert self._task is not None
-        elapsed = now - tally.started
-        rate = tally.done / elapsed if elapsed > 0 else 0.0
-        self._progress.update(
-            self._task,
-            completed=tally.done,
-            status=f"{tally.failed} failed, {self._running()} running, {rate:.1f}/s",
-            refresh=True,
-        )
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import _children, _reap_zombies
+
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_PEER = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'ledger.py'}"
 WAIT = 30  # bound on every wait for the CLI; generous, never asserted
@@ -61,6 +63,12 @@ def wait_until(condition, what: str) -> None:
         time.sleep(0.01)
 
 
+def no_children_left() -> bool:
+    """Every child (and orphan, when this process is a subreaper) has exited."""
+    _reap_zombies()
+    return all(state == "Z" for state in _children().values())
+
+
 def interrupt_when(runner: subprocess.Popen[str], condition, what: str) -> str:
     """Ctrl-C the CLI once ``condition`` holds; its stderr (killed if it hangs)."""
     try:
@@ -74,6 +82,7 @@ def interrupt_when(runner: subprocess.Popen[str], condition, what: str) -> str:
     return stderr
 
 
+@pytest.mark.usefixtures("spawn_path")
 def test_plain_text_lines_become_items_with_line_numbers(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
@@ -138,6 +147,7 @@ def test_invalid_lines_are_reported_with_line_numbers_before_anything_runs(
     assert sorted(r["id"] for r in records(out)) == [1, 6]
 
 
+@pytest.mark.usefixtures("spawn_path")
 def test_retries_are_counted_and_never_repeat_terminal_errors(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     marker = tmp_path / "flaky-marker"
@@ -191,6 +201,7 @@ def test_a_missing_command_is_not_retried(tmp_path: Path) -> None:
         assert (record["error_kind"], record["attempts"]) == ("BACKEND_START", 1)
 
 
+@pytest.mark.usefixtures("spawn_path")
 def test_per_item_timeout_stops_the_item_and_is_retried(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
@@ -253,9 +264,10 @@ def test_resume_after_sigkill_loses_nothing_and_reruns_nothing_recorded(
         f.write('{"id": 999, "succ')
     first = {r["id"] for r in map(json.loads, out.read_text().splitlines()[:-1])}
     assert 8 <= len(first) < total
-    # The killed runner's agents were orphaned; let them finish before resuming.
+    # The killed runner's agents were orphaned (to this process, a subreaper):
+    # let them finish before resuming.
     wait_until(lambda: len(ledger_lines(ledger)) >= len(first), "orphans")
-    time.sleep(0.3)  # not a timing assertion: lets orphaned peers exit
+    wait_until(no_children_left, "orphaned agents to exit")
 
     done = cli(*args, "--resume", ledger=ledger)
     assert done.returncode == 0, done.stderr
@@ -271,6 +283,7 @@ def test_resume_after_sigkill_loses_nothing_and_reruns_nothing_recorded(
     assert f"{len(first)} already done (resumed)" in done.stderr
 
 
+@pytest.mark.usefixtures("spawn_path")
 def test_sigint_cancels_running_items_and_leaves_a_valid_file(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"

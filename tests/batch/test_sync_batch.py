@@ -11,7 +11,7 @@ import pytest
 
 from oma_bridge import AgentConfig, BatchItem, BatchResult, run_batch
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.bridge._batch_sync import sync_batch
+from oma_bridge.batch._blocking import sync_batch
 from tests.batch.test_library import ledger_agent, ledger_lines
 from tests.conftest import _children
 

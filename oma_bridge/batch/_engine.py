@@ -7,10 +7,11 @@ held across a ``yield`` of the iterator; leaving ``async with`` cancels what is
 still running (process trees are killed) before it returns.
 
 Each worker keeps one ``Agent`` for its life. A process backend starts a fresh
-child for every run anyway; a backend config with a ``session_per_run`` field
-(``AcpBackendConfig``) gets it set, so each worker is one agent process of a
-pool and each item a fresh session on it. ``fresh_process=True`` gives every
-attempt its own agent instead.
+child for every run anyway; a backend config that is a ``FreshSessionConfig``
+(``AcpBackendConfig``) is asked for fresh sessions, so each worker is one agent
+process of a pool and each item a fresh session on it. ``fresh_process=True``
+gives every attempt its own agent instead. Retries, backoff and cancellation
+follow ``_policy``, as in the blocking engine.
 """
 
 from __future__ import annotations
@@ -25,19 +26,15 @@ from typing import TYPE_CHECKING, Literal, final
 import anyio
 from anyio import AsyncContextManagerMixin
 
-from ._agent import Agent, AgentConfig
-from ._batch_items import (
-    BatchItem,
-    BatchResult,
-    Outcome,
-    _delay,
-    _items,
-    cancelled_result,
-    final_result,
+from ..bridge import (
+    Agent,
+    AgentConfig,
+    BackendTimeout,
+    FreshSessionConfig,
+    OmaBridgeError,
 )
-from ._results import TokenUsage
-from .backend import FreshSessionConfig
-from .errors import BackendTimeout, OmaBridgeError
+from ._items import BatchItem, BatchResult, as_items
+from ._policy import Outcome, RetryPolicy, cancelled_result, final_result
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -52,9 +49,6 @@ if TYPE_CHECKING:
         MemoryObjectSendStream,
     )
     from typing_extensions import Self
-
-
-__all__ = ("BatchItem", "BatchResult", "BatchRun", "run_batch")
 
 
 def _fresh_sessions(config: AgentConfig) -> AgentConfig:
@@ -92,11 +86,10 @@ class BatchRun(AsyncContextManagerMixin):
         setup: Callable[[], AsyncGenerator[None]] | None = None,
     ) -> None:
         self._config = config if fresh_process else _fresh_sessions(config)
-        self._items = _items(items)
+        self._items = as_items(items)
         self._concurrency = concurrency
         self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
+        self._policy = RetryPolicy(retries, backoff)
         self._fresh_process = fresh_process
         self._on_result = on_result
         self._attempt = attempt or _local_attempt
@@ -198,11 +191,12 @@ class BatchRun(AsyncContextManagerMixin):
                 while True:
                     attempts += 1
                     outcome = await self._attempt_once(item, agent)
-                    if outcome.success or not outcome.retryable:
+                    delay = self._policy.delay(
+                        outcome, attempts, cancelled=self._stopping
+                    )
+                    if delay is None:
                         break
-                    if attempts > self._retries:
-                        break
-                    await anyio.sleep(_delay(self._backoff, attempts))
+                    await anyio.sleep(delay)
         finally:
             self._scopes.discard(scope)
             self.running -= 1
@@ -219,8 +213,7 @@ class BatchRun(AsyncContextManagerMixin):
         with anyio.move_on_after(timeout) as deadline:
             return await self._attempt(item, agent)
         assert deadline.cancelled_caught
-        error = BackendTimeout(f"Item {item.id!r}", timeout=timeout)
-        return Outcome(False, "", error.code, str(error), None, True, TokenUsage())
+        return Outcome.failed(BackendTimeout(f"Item {item.id!r}", timeout=timeout))
 
 
 async def _local_attempt(item: BatchItem, agent: Agent | AgentConfig) -> Outcome:
@@ -230,7 +223,7 @@ async def _local_attempt(item: BatchItem, agent: Agent | AgentConfig) -> Outcome
         async with Agent(agent) as fresh:
             return Outcome.of(await fresh.run(item.input))
     except OmaBridgeError as exc:  # refused at the boundary: nothing was spawned
-        return Outcome.rejected(exc)
+        return Outcome.failed(exc)
 
 
 def run_batch(

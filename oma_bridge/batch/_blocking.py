@@ -3,8 +3,9 @@ thread (the process backend's ``RunPool``): the engine of ``oma-bridge batch``.
 
 One selector drives every item in flight, so an item costs its spawn and a few
 system calls rather than a task, and the CLI starts no event loop. Items,
-results, retries with backoff, per-attempt timeouts and cancellation mean what
-they mean for ``run_batch``; ``sync_batch`` says when this engine applies.
+results, per-attempt timeouts, retries with backoff and cancellation mean what
+they mean for ``run_batch``: both engines follow ``_policy``. ``sync_batch``
+says when this engine applies.
 """
 
 from __future__ import annotations
@@ -13,29 +14,22 @@ import heapq
 import time
 from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
-from . import _inputs
-from ._agent import Agent
-from ._batch_items import (
-    BatchItem,
-    BatchResult,
-    Outcome,
-    _delay,
-    _items,
-    cancelled_result,
-    final_result,
-)
-from .errors import OmaBridgeError
+from ..bridge import Agent, OmaBridgeError
+from ..bridge._inputs import latest_user_text
+from ._items import as_items
+from ._policy import Outcome, RetryPolicy, cancelled_result, final_result
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Iterator
 
-    from ._agent import AgentConfig
-    from ._results import AgentRunResult
-    from .backend import RunRequest
+    from ..bridge import AgentConfig, AgentRunResult, RunRequest
+    from ._items import BatchItem, BatchResult
 
 
-class RunPool(Protocol):
-    """Runs side by side in one thread (see ``ProcessBackend.run_pool``)."""
+class BlockingPool(Protocol):
+    """What this engine needs from a backend: runs side by side in one thread,
+    driven by ``wait`` (``ProcessBackend.run_pool`` returns one, a ``RunPool``).
+    """
 
     def __len__(self) -> int: ...
 
@@ -54,7 +48,16 @@ class RunPool(Protocol):
 
 @runtime_checkable
 class PoolingBackend(Protocol):
-    def run_pool(self) -> RunPool: ...
+    """A backend that can run a batch without an event loop."""
+
+    def run_pool(self) -> BlockingPool: ...
+
+
+if TYPE_CHECKING:
+    from ..backends import ProcessBackend
+
+    def _process_backend_pools(backend: ProcessBackend) -> PoolingBackend:
+        return backend  # mypy checks that its RunPool is a BlockingPool
 
 
 def sync_batch(
@@ -109,6 +112,28 @@ class _Slot:
 
 
 @final
+class _Ticker:
+    """Calls ``on_tick`` about every ``tick`` seconds, between waits."""
+
+    __slots__ = ("_next", "_on_tick", "_tick")
+
+    def __init__(self, on_tick: Callable[[], object] | None, tick: float) -> None:
+        self._on_tick = on_tick
+        self._tick = tick
+        self._next = time.monotonic() + tick
+
+    def wait(self, now: float, until: float | None) -> float | None:
+        """How long the pool may wait (None: until a run ends), ticking if due."""
+        wait = None if until is None else until - now
+        if self._on_tick is None:
+            return wait
+        if now >= self._next:
+            self._on_tick()
+            self._next = now + self._tick
+        return self._next - now if wait is None else min(wait, self._next - now)
+
+
+@final
 class SyncBatch:
     """Iterate it for the results, in completion order, as items end.
 
@@ -132,16 +157,16 @@ class SyncBatch:
     ) -> None:
         self._agent = agent
         self._backend = backend
-        self._pool: RunPool | None = None  # while results() runs
+        self._pool: BlockingPool | None = None  # while results() runs
         self._started = False
-        self._items = _items(items)
+        self._items = as_items(items)
         self._concurrency = concurrency
         self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
+        self._policy = RetryPolicy(retries, backoff)
         self._slots: dict[int, _Slot] = {}  # by token, in start order
         self._retry_at: list[tuple[float, int]] = []  # a heap of (when, token)
         self._tokens = 0
+        self._exhausted = False  # every item has been taken
         self._stopping = False
 
     @property
@@ -180,49 +205,53 @@ class SyncBatch:
         return self.results()
 
     def _run(
-        self, pool: RunPool, on_tick: Callable[[], object] | None, tick: float
+        self, pool: BlockingPool, on_tick: Callable[[], object] | None, tick: float
     ) -> Iterator[BatchResult]:
-        slots, retry_at = self._slots, self._retry_at
-        exhausted = False
-        next_tick = time.monotonic() + tick
+        ticker = _Ticker(on_tick, tick)
         while True:
-            while not (exhausted or self._stopping) and len(slots) < self._concurrency:
-                item = next(self._items, None)
-                if item is None:
-                    exhausted = True
-                else:
-                    self._tokens += 1
-                    slots[self._tokens] = _Slot(item)
-                    yield from self._attempt(pool, self._tokens)
+            yield from self._launch(pool)
             now = time.monotonic()
-            while retry_at and retry_at[0][0] <= now and not self._stopping:
-                yield from self._attempt(pool, heapq.heappop(retry_at)[1])
+            yield from self._retry_due(pool, now)
             if self._stopping:
                 pool.stop()
-                for token in list(slots):
-                    yield slots.pop(token).cancelled()
+                for token in list(self._slots):
+                    yield self._slots.pop(token).cancelled()
                 return
-            if not slots and exhausted:
+            if not self._slots and self._exhausted:
                 return
-            wait = (retry_at[0][0] if retry_at else float("inf")) - now
-            if on_tick is not None:
-                if now >= next_tick:
-                    on_tick()
-                    next_tick = now + tick
-                wait = min(wait, next_tick - now)
-            for key, result in pool.wait(None if wait == float("inf") else wait):
+            wait = ticker.wait(now, self._retry_at[0][0] if self._retry_at else None)
+            for key, result in pool.wait(wait):
                 yield from self._ended(cast("int", key), Outcome.of(result))
 
-    def _attempt(self, pool: RunPool, token: int) -> Iterator[BatchResult]:
+    def _launch(self, pool: BlockingPool) -> Iterator[BatchResult]:
+        """Start items until ``concurrency`` are in flight or none are left."""
+        while not (self._exhausted or self._stopping):
+            if len(self._slots) >= self._concurrency:
+                return
+            item = next(self._items, None)
+            if item is None:
+                self._exhausted = True
+                return
+            self._tokens += 1
+            self._slots[self._tokens] = _Slot(item)
+            yield from self._attempt(pool, self._tokens)
+
+    def _retry_due(self, pool: BlockingPool, now: float) -> Iterator[BatchResult]:
+        """Start the retries whose backoff has passed."""
+        retry_at = self._retry_at
+        while retry_at and retry_at[0][0] <= now and not self._stopping:
+            yield from self._attempt(pool, heapq.heappop(retry_at)[1])
+
+    def _attempt(self, pool: BlockingPool, token: int) -> Iterator[BatchResult]:
         slot = self._slots[token]
         slot.attempts += 1
         if slot.request is None:
             try:
                 messages = self._agent._admit(slot.item.input, turn=False)
             except OmaBridgeError as exc:  # refused at the boundary: nothing spawned
-                yield from self._ended(token, Outcome.rejected(exc))
+                yield from self._ended(token, Outcome.failed(exc))
                 return
-            text = _inputs.latest_user_text(messages)
+            text = latest_user_text(messages)
             slot.request = self._agent._request(text, messages)
         failed = pool.start(slot.request, token, self._timeout)
         if failed is not None:
@@ -231,9 +260,9 @@ class SyncBatch:
     def _ended(self, token: int, outcome: Outcome) -> Iterator[BatchResult]:
         slot = self._slots[token]
         slot.outcome = outcome
-        if outcome.retryable and slot.attempts <= self._retries and not self._stopping:
-            when = time.monotonic() + _delay(self._backoff, slot.attempts)
-            heapq.heappush(self._retry_at, (when, token))
+        delay = self._policy.delay(outcome, slot.attempts, cancelled=self._stopping)
+        if delay is not None:
+            heapq.heappush(self._retry_at, (time.monotonic() + delay, token))
             return
         del self._slots[token]
         yield slot.result()

@@ -16,16 +16,14 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ._agent import Agent, AgentConfig
-from ._batch_items import Outcome
-from ._results import TokenUsage
-from .errors import OmaBridgeError
+from ..bridge import Agent, AgentConfig, OmaBridgeError
+from ._policy import Outcome
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable
 
-    from ._batch_items import BatchItem
-    from .messages import LLMMessage
+    from ..bridge.messages import LLMMessage
+    from ._items import BatchItem
 
 INSTALL_HINT = (
     "the Ray executor needs Ray, which is not installed: "
@@ -43,7 +41,7 @@ def run_on_worker(config: AgentConfig, input: str | list[LLMMessage]) -> Outcome
     try:
         return Outcome.of(Agent(config).run_sync(input))
     except OmaBridgeError as exc:  # refused at the boundary: nothing was spawned
-        return Outcome.rejected(exc)
+        return Outcome.failed(exc)
 
 
 def executor(
@@ -107,9 +105,7 @@ def executor(
         except ray.exceptions.RayError as exc:
             # The worker died or the task could not run: like an agent crash,
             # worth a retry.
-            return Outcome(
-                False, "", "RAY_TASK_FAILED", str(exc), None, True, TokenUsage()
-            )
+            return Outcome.lost("RAY_TASK_FAILED", str(exc))
         return outcome
 
     return attempt, session

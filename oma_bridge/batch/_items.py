@@ -1,5 +1,5 @@
 """Items and results of batch jobs, the same for both engines: ``run_batch``
-(``_batch``, on an event loop) and ``SyncBatch`` (``_batch_sync``, none).
+(``_engine``, on an event loop) and ``SyncBatch`` (``_blocking``, none).
 
 Kept apart from the event-loop engine so that the CLI's process batches import
 neither it nor anyio's task machinery: a batch pays for its start-up once per
@@ -9,28 +9,15 @@ job, and a fresh-per-run job once per run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from ._results import TokenUsage
-from .errors import (
-    BackendExitError,
-    BackendTimeout,
-    OmaBridgeError,
-    ProtocolError,
-)
+from ..bridge import TokenUsage
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-    from ._results import AgentRunResult
-    from .messages import JSONValue, LLMMessage
+    from ..bridge.messages import JSONValue, LLMMessage
 
-#: Failures that can go away on a retry: the agent exited non-zero or crashed,
-#: broke the protocol (a crash mid-frame), or ran out of time.
-_RETRYABLE = (BackendExitError, BackendTimeout, ProtocolError)
-#: ``error_kind`` of an item stopped by ``BatchRun.cancel()``.
-CANCELLED = "CANCELLED"
-_MAX_BACKOFF = 60.0
 _NO_USAGE = TokenUsage()
 
 
@@ -113,41 +100,12 @@ RESULT_KEYS = frozenset(
 )
 
 
-class Outcome(NamedTuple):
-    """One attempt, reduced to plain values (it may come from another machine)."""
+def as_items(items: Iterable[BatchItem | str]) -> Iterator[BatchItem]:
+    """``items`` as ``BatchItem``s, read lazily; a plain prompt's id is its position.
 
-    success: bool
-    output: str
-    error_kind: str | None
-    error_message: str | None
-    exit_code: int | None
-    retryable: bool
-    usage: TokenUsage
-
-    @classmethod
-    def of(cls, result: AgentRunResult) -> Outcome:
-        error = result.error
-        if result.success:
-            return cls(True, result.output, None, None, result.exit_code, False,
-                       result.token_usage)  # fmt: skip
-        return cls(
-            False,
-            result.output,
-            error.code if error is not None else "ABORTED",
-            str(error) if error is not None else "The run was aborted.",
-            result.exit_code,
-            isinstance(error, _RETRYABLE) and not error.terminal,
-            result.token_usage,
-        )
-
-    @classmethod
-    def rejected(cls, error: OmaBridgeError) -> Outcome:
-        """Refused at the boundary: nothing ran, and a retry cannot help."""
-        retryable = not error.terminal and isinstance(error, _RETRYABLE)
-        return cls(False, "", error.code, str(error), None, retryable, TokenUsage())
-
-
-def _items(items: Iterable[BatchItem | str]) -> Iterator[BatchItem]:
+    Raises:
+        TypeError: an item is neither a ``BatchItem`` nor a string.
+    """
     for position, item in enumerate(items, 1):
         if isinstance(item, str):
             yield BatchItem(id=position, input=item)
@@ -158,51 +116,3 @@ def _items(items: Iterable[BatchItem | str]) -> Iterator[BatchItem]:
                 f"run_batch items must be BatchItem or str, got {type(item).__name__} "
                 f"at position {position}"
             )
-
-
-def final_result(
-    item: BatchItem, outcome: Outcome, attempts: int, duration: float
-) -> BatchResult:
-    """The result of an item whose last attempt had ``outcome``."""
-    return BatchResult(
-        id=item.id,
-        success=outcome.success,
-        output=outcome.output,
-        error_kind=outcome.error_kind,
-        error_message=outcome.error_message,
-        exit_code=outcome.exit_code,
-        duration_s=duration,
-        attempts=attempts,
-        usage=outcome.usage,
-        extra=item.extra,
-    )
-
-
-def cancelled_result(
-    item: BatchItem, outcome: Outcome | None, attempts: int, duration: float
-) -> BatchResult:
-    """The result of an item in flight when the batch was cancelled."""
-    return BatchResult(
-        id=item.id,
-        success=False,
-        output=outcome.output if outcome is not None else "",
-        error_kind=CANCELLED,
-        error_message="The batch was cancelled while this item ran; its "
-        "processes were stopped. Resume the batch to run it again.",
-        duration_s=duration,
-        attempts=attempts,
-        extra=item.extra,
-        cancelled=True,
-    )
-
-
-def _delay(backoff: float, attempts: int) -> float:
-    """Seconds before the next attempt after ``attempts`` failed ones.
-
-    Exponential backoff with jitter, so retries of items that failed together
-    (a rate limit, an overloaded service) spread out.
-    """
-    import random
-
-    cap = min(_MAX_BACKOFF, backoff * 2 ** (attempts - 1))
-    return random.uniform(cap / 2, cap)

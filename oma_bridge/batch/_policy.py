@@ -1,0 +1,162 @@
+"""The retry, backoff and cancel policy of batch jobs, one for both engines.
+
+Pure: no I/O, no clock, no event loop. An engine reduces each attempt to an
+``Outcome``, asks ``RetryPolicy.delay`` whether and when to try again, and
+reports the item with ``final_result`` or ``cancelled_result``.
+
+Cancel rules, the same in both engines: once a batch is cancelled no item
+starts and none is retried; an item in flight (running, or waiting for its
+retry) is stopped and reported by ``cancelled_result``; an item whose attempt
+had already ended is reported as it ended.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple, final
+
+from ..bridge import (
+    BackendExitError,
+    BackendTimeout,
+    OmaBridgeError,
+    ProtocolError,
+    TokenUsage,
+)
+from ._items import BatchItem, BatchResult
+
+if TYPE_CHECKING:
+    from ..bridge import AgentRunResult
+
+#: Failures that can go away on a retry: the agent exited non-zero or crashed,
+#: broke the protocol (a crash mid-frame), or ran out of time.
+RETRYABLE = (BackendExitError, BackendTimeout, ProtocolError)
+#: ``error_kind`` of an item stopped by cancelling the batch.
+CANCELLED = "CANCELLED"
+#: The longest wait before a retry, in seconds, however many attempts failed.
+MAX_BACKOFF = 60.0
+
+
+def is_retryable(error: BaseException | None) -> bool:
+    """Whether a retry can help after ``error``: never for a terminal one."""
+    return isinstance(error, RETRYABLE) and not error.terminal
+
+
+class Outcome(NamedTuple):
+    """One attempt, reduced to plain values (it may come from another machine)."""
+
+    success: bool
+    output: str
+    error_kind: str | None
+    error_message: str | None
+    exit_code: int | None
+    retryable: bool
+    usage: TokenUsage
+
+    @classmethod
+    def of(cls, result: AgentRunResult) -> Outcome:
+        """The outcome of an attempt that ran, successfully or not."""
+        error = result.error
+        if result.success:
+            return cls(True, result.output, None, None, result.exit_code, False,
+                       result.token_usage)  # fmt: skip
+        return cls(
+            False,
+            result.output,
+            error.code if error is not None else "ABORTED",
+            str(error) if error is not None else "The run was aborted.",
+            result.exit_code,
+            is_retryable(error),
+            result.token_usage,
+        )
+
+    @classmethod
+    def failed(cls, error: OmaBridgeError) -> Outcome:
+        """An attempt that produced nothing: refused at the boundary (a retry
+        cannot help), or stopped by the driver's deadline (it can)."""
+        return cls(False, "", error.code, str(error), None, is_retryable(error),
+                   TokenUsage())  # fmt: skip
+
+    @classmethod
+    def lost(cls, kind: str, message: str) -> Outcome:
+        """The attempt's worker failed (not the agent): worth a retry."""
+        return cls(False, "", kind, message, None, True, TokenUsage())
+
+
+@final
+class RetryPolicy:
+    """When an item is tried again.
+
+    Attributes:
+        retries: Further attempts after the first, for retryable failures.
+        backoff: Seconds before the first retry, doubled for each next one.
+    """
+
+    # A plain class, not a dataclass: building one costs every CLI start.
+    __slots__ = ("backoff", "retries")
+
+    def __init__(self, retries: int = 0, backoff: float = 1.0) -> None:
+        self.retries = retries
+        self.backoff = backoff
+
+    def delay(
+        self, outcome: Outcome, attempts: int, *, cancelled: bool = False
+    ) -> float | None:
+        """Seconds to wait before the next attempt, or None: ``outcome`` is final.
+
+        Args:
+            outcome: The outcome of the last attempt.
+            attempts: Attempts made so far, the last one included.
+            cancelled: The batch was cancelled (then nothing is retried).
+        """
+        if cancelled or outcome.success or not outcome.retryable:
+            return None
+        if attempts > self.retries:
+            return None
+        return backoff_delay(self.backoff, attempts)
+
+
+def backoff_delay(backoff: float, attempts: int) -> float:
+    """Seconds before the next attempt after ``attempts`` failed ones.
+
+    Exponential backoff with jitter, so retries of items that failed together
+    (a rate limit, an overloaded service) spread out.
+    """
+    import random  # only a batch with retries pays for it
+
+    cap = min(MAX_BACKOFF, backoff * 2 ** (attempts - 1))
+    return random.uniform(cap / 2, cap)
+
+
+def final_result(
+    item: BatchItem, outcome: Outcome, attempts: int, duration: float
+) -> BatchResult:
+    """The result of an item whose last attempt had ``outcome``."""
+    return BatchResult(
+        id=item.id,
+        success=outcome.success,
+        output=outcome.output,
+        error_kind=outcome.error_kind,
+        error_message=outcome.error_message,
+        exit_code=outcome.exit_code,
+        duration_s=duration,
+        attempts=attempts,
+        usage=outcome.usage,
+        extra=item.extra,
+    )
+
+
+def cancelled_result(
+    item: BatchItem, outcome: Outcome | None, attempts: int, duration: float
+) -> BatchResult:
+    """The result of an item in flight when the batch was cancelled."""
+    return BatchResult(
+        id=item.id,
+        success=False,
+        output=outcome.output if outcome is not None else "",
+        error_kind=CANCELLED,
+        error_message="The batch was cancelled while this item ran; its "
+        "processes were stopped. Resume the batch to run it again.",
+        duration_s=duration,
+        attempts=attempts,
+        extra=item.extra,
+        cancelled=True,
+    )

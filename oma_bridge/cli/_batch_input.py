@@ -1,0 +1,163 @@
+"""The input of ``oma-bridge batch``, and the ids its output already records.
+
+The input is checked as a whole before anything starts (malformed lines and
+duplicate ids are reported with their line numbers), then read again lazily
+while the batch runs, so memory does not grow with the number of items.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NamedTuple, cast
+
+from ..batch._items import RESULT_KEYS, BatchItem
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .. import JSONValue, LLMMessage
+
+
+class Problem(NamedTuple):
+    line: int
+    message: str
+
+
+class Scan(NamedTuple):
+    """What the first pass over the input found."""
+
+    jsonl: bool
+    valid: int  # items without a problem
+    problems: list[Problem]
+    ids: set[str | int]
+
+
+def _is_jsonl(path: str) -> bool:
+    """JSON Lines when the first non-blank line is an object."""
+    with open(path, "rb") as f:
+        for raw in f:
+            if raw.strip():
+                return raw.lstrip().startswith(b"{")
+    return False
+
+
+def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:
+    """One input line as an item, or why it is not one; (None, None) if blank."""
+    text = line.rstrip("\r\n")
+    if not text.strip():
+        return None, None
+    if not jsonl:
+        return BatchItem(id=number, input=text), None
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        return None, f"not valid JSON ({exc})"
+    if not isinstance(record, dict):
+        return None, f"expected a JSON object, got {type(record).__name__}"
+    return _item(record, number)
+
+
+def _item(
+    record: dict[str, object], number: int
+) -> tuple[BatchItem | None, str | None]:
+    """A JSON Lines record as an item (its id, its input, the rest as extra)."""
+    item_id = record.pop("id", number)
+    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
+        return None, f"'id' must be a string or an integer, got {item_id!r}"
+    has_prompt, has_messages = "prompt" in record, "messages" in record
+    if has_prompt == has_messages:
+        return None, "needs exactly one of 'prompt' or 'messages'"
+    value = record.pop("prompt") if has_prompt else record.pop("messages")
+    reserved = sorted(RESULT_KEYS & record.keys())
+    if reserved:
+        return None, f"field {reserved[0]!r} is reserved for the result; rename it"
+    extra = cast("dict[str, JSONValue]", record)
+    if isinstance(value, str) and has_prompt:
+        return BatchItem(id=item_id, input=value, extra=extra), None
+    if not isinstance(value, list):
+        return None, f"'{'prompt' if has_prompt else 'messages'}' has the wrong type"
+    # Structured input (content blocks or messages) is passed on as messages:
+    # the text-only boundary rejects it for this item alone, spawning nothing.
+    messages = [{"role": "user", "content": value}] if has_prompt else value
+    return BatchItem(
+        id=item_id, input=cast("list[LLMMessage]", messages), extra=extra
+    ), None
+
+
+def scan(path: str) -> Scan:
+    """Check every line; find malformed ones and duplicate ids."""
+    jsonl = _is_jsonl(path)
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        if not jsonl:  # one prompt per non-blank line, its number the id
+            ids: set[str | int] = {n for n, line in enumerate(f, 1) if line.strip()}
+            return Scan(jsonl, len(ids), [], ids)
+        return _scan_jsonl(f)
+
+
+def _scan_jsonl(lines: Iterator[str]) -> Scan:
+    seen: dict[str | int, int] = {}
+    problems: list[Problem] = []
+    for number, line in enumerate(lines, 1):
+        item, problem = parse(line, number, jsonl=True)
+        if problem is not None:
+            problems.append(Problem(number, problem))
+        elif item is not None:
+            first = seen.setdefault(item.id, number)
+            if first != number:
+                message = f"duplicate id {item.id!r} (first on line {first})"
+                problems.append(Problem(number, message))
+    return Scan(True, len(seen), problems, set(seen))
+
+
+def items(
+    path: str, jsonl: bool, skip_lines: set[int], done: set[str | int]
+) -> Iterator[BatchItem]:
+    """The items to run, read lazily: without bad lines and already-done ids."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        for number, line in enumerate(f, 1):
+            if number in skip_lines:
+                continue
+            item, _ = parse(line, number, jsonl)
+            if item is not None and item.id not in done:
+                yield item
+
+
+def recorded_ids(path: str) -> set[str | int]:
+    """Ids with a final (not cancelled) record in ``path``; repairs a cut last line.
+
+    A ``kill -9`` can leave the last line half written. It is cut off, so that
+    the next record starts on a line of its own; the item it held runs again.
+    """
+    done: set[str | int] = set()
+    with open(path, "rb+") as f:
+        good_end = 0
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                break
+            good_end += len(raw)
+            if isinstance(record, dict) and not record.get("cancelled"):
+                done.add(record.get("id"))  # type: ignore[arg-type]
+        f.truncate(good_end)
+    return done
+
+
+@contextmanager
+def readable_twice(path: str) -> Iterator[str]:
+    """A path to ``path``'s content that can be read twice (check everything,
+    then run lazily): stdin (``-``) is copied to a temporary file first."""
+    if path != "-":
+        yield path
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(prefix="oma-batch-", suffix=".in") as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        spool.flush()
+        yield spool.name

@@ -1,0 +1,72 @@
+"""The input side of ``oma-bridge batch`` (``cli._batch_input``), on its own:
+lines to items, the problems found before anything runs, resume's record."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from oma_bridge import BatchItem
+from oma_bridge.cli._batch_input import Problem, items, parse, recorded_ids, scan
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_a_plain_line_is_a_prompt_numbered_by_its_line() -> None:
+    assert parse("hello\r\n", 4, jsonl=False) == (BatchItem(id=4, input="hello"), None)
+    assert parse("  \n", 5, jsonl=False) == (None, None)
+
+
+def test_a_jsonl_record_keeps_its_other_fields_as_extra() -> None:
+    item, problem = parse('{"id": "a", "prompt": "p", "tag": [1]}', 1, jsonl=True)
+    assert problem is None
+    assert item == BatchItem(id="a", input="p", extra={"tag": [1]})
+    blocks = [{"type": "text", "text": "hi"}]
+    item, _ = parse(json.dumps({"prompt": blocks}), 7, jsonl=True)
+    assert item == BatchItem(id=7, input=[{"role": "user", "content": blocks}])
+
+
+def test_each_malformed_record_says_what_is_wrong() -> None:
+    cases = {
+        "{not json": "not valid JSON",
+        "[1]": "expected a JSON object, got list",
+        '{"id": true, "prompt": "p"}': "'id' must be a string or an integer",
+        '{"id": 1}': "needs exactly one of 'prompt' or 'messages'",
+        '{"prompt": "p", "messages": []}': "needs exactly one of",
+        '{"prompt": "p", "success": 1}': "field 'success' is reserved",
+        '{"messages": "text"}': "'messages' has the wrong type",
+    }
+    for line, message in cases.items():
+        item, problem = parse(line, 1, jsonl=True)
+        assert item is None and problem is not None, line
+        assert problem.startswith(message), (line, problem)
+
+
+def test_scan_finds_problems_and_duplicates_and_items_skips_them(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"id": 1, "prompt": "a"}\n\n{"id": 1, "prompt": "b"}\n{oops\n'
+        '{"id": 2, "prompt": "c"}\n'
+    )
+    found = scan(str(source))
+    assert found.jsonl and (found.valid, found.ids) == (2, {1, 2})
+    assert found.problems[0] == Problem(3, "duplicate id 1 (first on line 1)")
+    assert [p.line for p in found.problems] == [3, 4]
+    skip = {p.line for p in found.problems}
+    assert [i.input for i in items(str(source), True, skip, set())] == ["a", "c"]
+    assert [i.input for i in items(str(source), True, skip, {1})] == ["c"]
+
+
+def test_recorded_ids_skip_cancelled_records_and_cut_a_torn_line(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text(
+        '{"id": 1, "cancelled": false}\n{"id": 2, "cancelled": true}\n'
+        '{"id": "x"}\n{"id": 3, "succ'
+    )
+    assert recorded_ids(str(out)) == {1, "x"}
+    assert out.read_text().endswith('{"id": "x"}\n')  # the torn line is gone
