@@ -28,7 +28,7 @@ from oma_bridge import (
     TextEvent,
     ToolCallEvent,
 )
-from oma_bridge.acp import agent as agent_module
+from oma_bridge.acp import _transcript as transcript_module
 from oma_bridge.acp import serve_streams
 from oma_bridge.acp.connection import Connection
 from oma_bridge.backends._fdstream import FdSendStream
@@ -449,7 +449,7 @@ class _Stuck(anyio.abc.ByteSendStream):
 
 
 async def test_a_peer_that_stops_reading_fails_the_connection(monkeypatch) -> None:
-    monkeypatch.setattr(agent_module, "_WRITE_TIMEOUT", 0.05)
+    monkeypatch.setattr(transcript_module, "WRITE_TIMEOUT", 0.05)
     to_server, server_in = anyio.create_memory_object_stream[bytes](10)
     stuck = _Stuck()
     with to_server, server_in, anyio.fail_after(WAIT + 5):
