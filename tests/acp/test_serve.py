@@ -95,7 +95,7 @@ async def test_cancel_ends_the_turn_and_kills_the_process_tree(tmp_path) -> None
         await appears(pidfile)
         # Queued behind the running turn, and cancelled with it.
         queued = asyncio.ensure_future(prompt(conn, sid, f"touch:{marker}"))
-        await asyncio.sleep(0)
+        await editor.sent("session/prompt", 2)  # written before the cancel
         await conn.cancel(session_id=sid)
         stops = [(await turn).stop_reason, (await queued).stop_reason]
         dead = await gone(pids(pidfile))
@@ -111,23 +111,33 @@ async def test_cancel_ends_the_turn_and_kills_the_process_tree(tmp_path) -> None
 
 
 async def test_a_second_prompt_waits_for_the_first(tmp_path) -> None:
-    gate = tmp_path / "gate"
+    gate, ran = tmp_path / "gate", tmp_path / "second-ran"
 
     async def scenario(conn, process, editor):
         sid = await new_session(conn, tmp_path)
         first = asyncio.ensure_future(prompt(conn, sid, f"say:1;wait:{gate};say:2"))
         await editor.first_chunk[sid].wait()
-        second = asyncio.ensure_future(prompt(conn, sid, "say:3"))
-        await asyncio.sleep(0.05)  # not a timing assertion: only a chance to run
-        early = editor.text(sid)
+        second = asyncio.ensure_future(prompt(conn, sid, f"touch:{ran};say:3"))
+        await editor.sent("session/prompt", 2)
+        # A round trip after it: the server has read the queued prompt and
+        # taken its handler's first step before it answers this.
+        await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        early = editor.text(sid), ran.exists()
         gate.touch()
         stops = [(await first).stop_reason, (await second).stop_reason]
         return early, editor.text(sid), stops
 
-    (early, text, stops), _ = await drive(scenario, "--process", SCRIPTED)
-    assert early == "1"  # the queued prompt did not start
+    (early, text, stops), frames = await drive(scenario, "--process", SCRIPTED)
+    assert early == ("1", False)  # the queued prompt did not start
     assert text == "123"
     assert stops == ["end_turn", "end_turn"]
+    # Every frame of the second turn comes after the first turn's reply.
+    order = [
+        f.get("_answers") or f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("_answers") == "session/prompt" or f.get("method")
+    ]
+    assert order == ["1", "2", "session/prompt", "3", "session/prompt"]
 
 
 async def test_non_text_blocks_are_refused_and_nothing_runs(tmp_path) -> None:
