@@ -4,9 +4,10 @@ Its routing table (``Server.router``) is the connection's handler, and what
 ``initialize`` advertises is derived from it. Each ``session/new`` builds its
 own ``Agent``, whose backend runs in the session's ``cwd``. Behind an ACP
 backend (``serve --acp``) the session is a proxy: the real agent's updates
-pass through as it sent them (only ``sessionId`` becomes the editor's), and
-its permission, file and terminal requests go to the editor when the editor
-supports them.
+pass through as it sent them (only ``sessionId`` becomes the editor's), not
+rebuilt from events, so every kind and field passes; updates it sends between
+turns reach the editor when the next turn starts reading it. Its permission,
+file and terminal requests go to the editor when the editor supports them.
 
 A second prompt on a busy session waits for the running one (first come,
 first served): editors send ``session/cancel`` and the next prompt at once,

@@ -188,6 +188,15 @@ async def test_a_failing_command_is_a_visible_error(tmp_path) -> None:
     assert "error:-32603" in check_frames(frames)
 
 
+RAW_REQUESTS = (
+    ("raw-unknown", "session/fly", {}),
+    ("raw-extension", "_example.com/ping", {}),
+    ("raw-no-session", "session/prompt", {"sessionId": "nope"}),
+    ("raw-relative-cwd", "session/new", {"cwd": "relative"}),
+    ("raw-list-params", "initialize", []),
+)
+
+
 async def test_bad_frames_and_unknown_methods_get_errors_and_serving_goes_on(
     tmp_path,
 ) -> None:
@@ -195,23 +204,25 @@ async def test_bad_frames_and_unknown_methods_get_errors_and_serving_goes_on(
         process.stdin.write(b'{"jsonrpc": "2.0", "id": 5, "meth\n')  # not JSON
         process.stdin.write(b"[1, 2]\n")  # JSON, not a message
         process.stdin.write(b'{"jsonrpc": "2.0", "id": [1], "method": "x"}\n')
-        errors = []
-        for call in (
-            conn._conn.send_request("session/fly", {}),
-            conn.ext_method("example.com/ping", {}),
-            conn._conn.send_request("session/prompt", {"sessionId": "nope"}),
-            conn._conn.send_request("session/new", {"cwd": "relative"}),
-            conn._conn.send_request("initialize", []),
-        ):
-            with pytest.raises(acp.RequestError) as caught:
-                await call
-            errors.append(caught.value.code)
+        for request_id, method, params in RAW_REQUESTS:
+            frame = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            process.stdin.write(
+                json.dumps({**frame, "params": params}).encode() + b"\n"
+            )
+        # Each is answered before the next frame is read: these come after.
         sid = await new_session(conn, tmp_path)
         reply = await prompt(conn, sid, "say:alive")
-        return errors, reply.stop_reason, editor.text(sid)
+        return reply.stop_reason, editor.text(sid)
 
-    (errors, stop, text), frames = await drive(scenario, "--process", SCRIPTED)
-    assert errors == [-32601, -32601, -32602, -32602, -32602]
+    (stop, text), frames = await drive(scenario, "--process", SCRIPTED)
+    codes = {f["id"]: f["error"]["code"] for f in frames if "raw" in str(f.get("id"))}
+    assert codes == {
+        "raw-unknown": -32601,
+        "raw-extension": -32601,
+        "raw-no-session": -32602,
+        "raw-relative-cwd": -32602,
+        "raw-list-params": -32602,
+    }
     assert (stop, text) == ("end_turn", "alive")
     null_ids = [f["error"]["code"] for f in frames if f.get("id", 0) is None]
     assert null_ids == [-32700, -32600, -32600]

@@ -55,17 +55,20 @@ SECRET = "BSAq7Xf93kdLw0pz"  # no known token shape: only structure gives it awa
     ],
 )
 async def test_a_malformed_notification_is_ignored_and_serving_goes_on(
-    tmp_path, notification
+    tmp_path, notification, caplog
 ) -> None:
-    async with serving(Echo()) as editor:
-        await editor.send({"jsonrpc": "2.0", **notification})
-        sid = await editor.open_session(str(tmp_path))
-        reply = await editor.call(
-            2,
-            "session/prompt",
-            {"sessionId": sid, "prompt": [{"type": "text", "text": "alive"}]},
-        )
+    with caplog.at_level(logging.DEBUG, "oma_bridge"):
+        async with serving(Echo()) as editor:
+            await editor.send({"jsonrpc": "2.0", **notification})
+            sid = await editor.open_session(str(tmp_path))
+            reply = await editor.call(
+                2,
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": "alive"}]},
+            )
     assert reply["result"]["stopReason"] == "end_turn"
+    # Ignored: no warning or error was logged about it.
+    assert [r.getMessage() for r in caplog.records if r.levelno > logging.INFO] == []
 
 
 @pytest.mark.parametrize("session_id", [["x"], {"a": 1}, 7])
