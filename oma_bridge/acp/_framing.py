@@ -11,7 +11,6 @@ is discarded, so a caller that can survive bad frames (the agent role answers
 from __future__ import annotations
 
 import json
-import json.encoder
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -20,7 +19,7 @@ from ..backends._redact import redact
 from ..bridge.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
@@ -34,39 +33,17 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _PREVIEW = 160
 
 _loads = json.loads
-
-
-def _chunks_encoder() -> Callable[[object, bool], Iterable[str]]:
-    """Compact JSON chunks, ``ensure_ascii=False``.
-
-    ``JSONEncoder.encode`` builds its C encoder again for every call; a frame
-    is encoded on every turn, so build it once (the pure-Python encoder where
-    the C one is missing). Without a markers dict it does not look for
-    reference cycles: a cyclic value fails with RecursionError.
-    """
-    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return encoder.iterencode
-    return make(  # type: ignore[no-any-return]
-        None,
-        encoder.default,
-        json.encoder.encode_basestring,
-        None,
-        ":",
-        ",",
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
-
-
-_chunks = _chunks_encoder()
+# One encoder for every frame: compact, UTF-8 as is (ensure_ascii=False), NaN
+# allowed as json.dumps allows it; no cycle check, as a message is a tree.
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, separators=(",", ":")
+)
+_encode = _ENCODER.encode
 
 
 def encode(message: Mapping[str, object]) -> bytes:
     """One frame: compact JSON and the terminating newline."""
-    return "".join(_chunks(message, False)).encode() + b"\n"
+    return _encode(message).encode() + b"\n"
 
 
 def preview(line: bytes | bytearray) -> str:

@@ -126,8 +126,6 @@ class Router:
             logger.debug("ignoring notification %s", method)
             return
         try:
-            decoded = Params.decode(params)
-        except RequestError:
-            logger.debug("ignoring notification %s: params are not an object", method)
-            return
-        handler(decoded)
+            handler(Params.decode(params))
+        except RequestError as exc:  # no reply can carry it
+            logger.debug("ignoring notification %s: %s", method, exc.message)

@@ -12,6 +12,8 @@ from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
 if TYPE_CHECKING:
     import argparse
 
+    from ..bridge import AgentConfig
+
 DESCRIPTION = """\
 Serve an agent to an editor (Zed, or any client of the Agent Client Protocol)
 as an ACP agent over stdin/stdout. The editor launches this command; stdout
@@ -92,7 +94,7 @@ def serve_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _serve(config: object, args: argparse.Namespace) -> None:
+async def _serve(config: AgentConfig, args: argparse.Namespace) -> None:
     """Serve until stdin ends or a termination signal arrives."""
     import signal
 
@@ -115,7 +117,7 @@ async def _serve(config: object, args: argparse.Namespace) -> None:
 
         tg.start_soon(stop_on_signal)
         await serve(
-            config,  # type: ignore[arg-type]
+            config,
             # No policy flag: the editor is asked, as a user of it expects.
             permission=args.permission or "ask",
             transcript=args.transcript,

@@ -55,6 +55,19 @@ class Editor:
         self.updates: dict[str, list[Any]] = defaultdict(list)
         self.asked: list[tuple[str, Any]] = []
         self.first_chunk: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        #: The methods of the requests sent so far, once written to the server.
+        self.requests_sent: list[str] = []
+        self._request_sent = asyncio.Event()
+
+    def record_sent(self, method: str) -> None:
+        self.requests_sent.append(method)
+        self._request_sent.set()
+
+    async def sent(self, method: str, count: int) -> None:
+        """Wait until ``count`` requests for ``method`` were written to the server."""
+        while self.requests_sent.count(method) < count:
+            self._request_sent.clear()
+            await self._request_sent.wait()
 
     def text(self, session_id: str) -> str:
         return "".join(
@@ -114,6 +127,8 @@ async def _drive(scenario: Any, serve_args: tuple[str, ...], editor: Editor) -> 
         if event.direction.value == "outgoing":
             if "method" in message and "id" in message:
                 sent[message["id"]] = message["method"]
+                # The SDK observes a message once its transport has sent it.
+                editor.record_sent(message["method"])
         else:
             received.append(message)
 

@@ -10,6 +10,7 @@ import pytest
 from anyio.streams.stapled import StapledObjectStream
 
 from oma_bridge import ProtocolError, RemoteError
+from oma_bridge.acp._requests import IncomingRequests, PendingRequests
 from oma_bridge.acp.connection import Connection, RequestError
 
 if TYPE_CHECKING:
@@ -231,3 +232,68 @@ async def test_serve_answers_concurrently_and_honours_cancel_request(
                 "error": {"code": -32600, "message": "Invalid request"},
             }
             await peer.aclose()
+
+
+# -- the request tables on their own (no I/O) ------------------------------------------
+
+
+def test_pending_requests_match_answers_by_id() -> None:
+    pending = PendingRequests()
+    pending.add(1, "session/new")
+    pending.add(2, "session/prompt")
+    pending.add(3, "fs/read_text_file")
+    assert not pending.is_answered(1)
+    pending.answer(1, {"id": 1, "result": {"sessionId": "s"}})
+    pending.answer(2, {"id": 2, "error": {"code": -32002, "message": "gone"}})
+    pending.answer(9, {"id": 9, "result": None})  # for no request: dropped
+    assert pending.is_answered(1) and pending.is_answered(2)
+    assert pending.take(1) == {"sessionId": "s"}
+    with pytest.raises(RemoteError) as caught:
+        pending.take(2)
+    assert (caught.value.method, caught.value.rpc_code) == ("session/prompt", -32002)
+    pending.forget(3)
+    pending.answer(3, {"id": 3, "result": "late"})
+    assert pending.is_answered(3)  # not waited for any more
+    with pytest.raises(KeyError):
+        pending.take(3)
+
+
+def test_failing_answers_every_request_still_waiting() -> None:
+    pending = PendingRequests()
+    pending.add(1, "a")
+    pending.add(2, "b")
+    pending.answer(1, {"id": 1, "result": "done"})
+    error = ProtocolError("gone")
+    pending.fail(error)
+    assert pending.take(1) == "done"
+    with pytest.raises(ProtocolError) as caught:
+        pending.take(2)
+    assert caught.value is error
+
+
+async def test_incoming_requests_know_which_are_abandoned_and_what_to_answer() -> None:
+    incoming = IncomingRequests()
+    incoming.add(1, "session/prompt")
+    incoming.add(2, "session/prompt")
+    incoming.add(3, "initialize")
+    with incoming.running(1) as scope:
+        try:
+            assert incoming.abandoned() == [(2, "session/prompt"), (3, "initialize")]
+            incoming.cancel(1, {"stopReason": "cancelled"})
+            incoming.cancel(7)  # unknown: ignored
+            await anyio.sleep_forever()  # the handler, stopped by the cancel
+        finally:
+            reply = incoming.stopped(1)
+    assert scope.cancelled_caught
+    assert reply == {"stopReason": "cancelled"}
+    with incoming.running(2) as scope:
+        try:
+            incoming.cancel(2)  # as $/cancel_request does: -32800
+            await anyio.sleep_forever()
+        finally:
+            default = incoming.stopped(2)
+    assert scope.cancelled_caught
+    assert isinstance(default, RequestError)
+    assert default.to_json() == {"code": -32800, "message": "Request cancelled"}
+    assert incoming.take(3) and not incoming.take(3)
+    assert incoming.abandoned() == [(1, "session/prompt"), (2, "session/prompt")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import Any
 
 import anyio
@@ -76,3 +77,14 @@ def test_notifications_route_and_malformed_ones_are_dropped() -> None:
     assert router.serves("terminal/create")
     assert router.serves("session/cancel")
     assert not router.serves("fs/read_text_file")
+
+
+def test_a_notification_whose_params_a_handler_rejects_is_dropped(caplog) -> None:
+    seen: list[Any] = []
+    router = _router(seen)
+    with caplog.at_level(logging.DEBUG, "oma_bridge.acp._routing"):
+        router.handle_notification("session/cancel", {"sessionId": 7})
+    assert seen == []
+    [record] = caplog.records
+    assert record.levelno == logging.DEBUG
+    assert "'sessionId' must be a string" in record.getMessage()

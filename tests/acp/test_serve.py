@@ -95,7 +95,7 @@ async def test_cancel_ends_the_turn_and_kills_the_process_tree(tmp_path) -> None
         await appears(pidfile)
         # Queued behind the running turn, and cancelled with it.
         queued = asyncio.ensure_future(prompt(conn, sid, f"touch:{marker}"))
-        await asyncio.sleep(0)
+        await editor.sent("session/prompt", 2)  # written before the cancel
         await conn.cancel(session_id=sid)
         stops = [(await turn).stop_reason, (await queued).stop_reason]
         dead = await gone(pids(pidfile))
@@ -111,23 +111,33 @@ async def test_cancel_ends_the_turn_and_kills_the_process_tree(tmp_path) -> None
 
 
 async def test_a_second_prompt_waits_for_the_first(tmp_path) -> None:
-    gate = tmp_path / "gate"
+    gate, ran = tmp_path / "gate", tmp_path / "second-ran"
 
     async def scenario(conn, process, editor):
         sid = await new_session(conn, tmp_path)
         first = asyncio.ensure_future(prompt(conn, sid, f"say:1;wait:{gate};say:2"))
         await editor.first_chunk[sid].wait()
-        second = asyncio.ensure_future(prompt(conn, sid, "say:3"))
-        await asyncio.sleep(0.05)  # not a timing assertion: only a chance to run
-        early = editor.text(sid)
+        second = asyncio.ensure_future(prompt(conn, sid, f"touch:{ran};say:3"))
+        await editor.sent("session/prompt", 2)
+        # A round trip after it: the server has read the queued prompt and
+        # taken its handler's first step before it answers this.
+        await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        early = editor.text(sid), ran.exists()
         gate.touch()
         stops = [(await first).stop_reason, (await second).stop_reason]
         return early, editor.text(sid), stops
 
-    (early, text, stops), _ = await drive(scenario, "--process", SCRIPTED)
-    assert early == "1"  # the queued prompt did not start
+    (early, text, stops), frames = await drive(scenario, "--process", SCRIPTED)
+    assert early == ("1", False)  # the queued prompt did not start
     assert text == "123"
     assert stops == ["end_turn", "end_turn"]
+    # Every frame of the second turn comes after the first turn's reply.
+    order = [
+        f.get("_answers") or f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("_answers") == "session/prompt" or f.get("method")
+    ]
+    assert order == ["1", "2", "session/prompt", "3", "session/prompt"]
 
 
 async def test_non_text_blocks_are_refused_and_nothing_runs(tmp_path) -> None:
@@ -178,6 +188,15 @@ async def test_a_failing_command_is_a_visible_error(tmp_path) -> None:
     assert "error:-32603" in check_frames(frames)
 
 
+RAW_REQUESTS = (
+    ("raw-unknown", "session/fly", {}),
+    ("raw-extension", "_example.com/ping", {}),
+    ("raw-no-session", "session/prompt", {"sessionId": "nope"}),
+    ("raw-relative-cwd", "session/new", {"cwd": "relative"}),
+    ("raw-list-params", "initialize", []),
+)
+
+
 async def test_bad_frames_and_unknown_methods_get_errors_and_serving_goes_on(
     tmp_path,
 ) -> None:
@@ -185,23 +204,25 @@ async def test_bad_frames_and_unknown_methods_get_errors_and_serving_goes_on(
         process.stdin.write(b'{"jsonrpc": "2.0", "id": 5, "meth\n')  # not JSON
         process.stdin.write(b"[1, 2]\n")  # JSON, not a message
         process.stdin.write(b'{"jsonrpc": "2.0", "id": [1], "method": "x"}\n')
-        errors = []
-        for call in (
-            conn._conn.send_request("session/fly", {}),
-            conn.ext_method("example.com/ping", {}),
-            conn._conn.send_request("session/prompt", {"sessionId": "nope"}),
-            conn._conn.send_request("session/new", {"cwd": "relative"}),
-            conn._conn.send_request("initialize", []),
-        ):
-            with pytest.raises(acp.RequestError) as caught:
-                await call
-            errors.append(caught.value.code)
+        for request_id, method, params in RAW_REQUESTS:
+            frame = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            process.stdin.write(
+                json.dumps({**frame, "params": params}).encode() + b"\n"
+            )
+        # Each is answered before the next frame is read: these come after.
         sid = await new_session(conn, tmp_path)
         reply = await prompt(conn, sid, "say:alive")
-        return errors, reply.stop_reason, editor.text(sid)
+        return reply.stop_reason, editor.text(sid)
 
-    (errors, stop, text), frames = await drive(scenario, "--process", SCRIPTED)
-    assert errors == [-32601, -32601, -32602, -32602, -32602]
+    (stop, text), frames = await drive(scenario, "--process", SCRIPTED)
+    codes = {f["id"]: f["error"]["code"] for f in frames if "raw" in str(f.get("id"))}
+    assert codes == {
+        "raw-unknown": -32601,
+        "raw-extension": -32601,
+        "raw-no-session": -32602,
+        "raw-relative-cwd": -32602,
+        "raw-list-params": -32602,
+    }
     assert (stop, text) == ("end_turn", "alive")
     null_ids = [f["error"]["code"] for f in frames if f.get("id", 0) is None]
     assert null_ids == [-32700, -32600, -32600]

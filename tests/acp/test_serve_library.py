@@ -105,8 +105,10 @@ async def test_a_blank_prompt_is_refused_before_anything_runs(tmp_path) -> None:
         try:
             await prompt(conn, sid, "  ")
         except acp.RequestError as exc:
-            return exc.code
+            return exc.code, editor.updates[sid]
         return None
 
-    code, _ = await serve_in_process(ECHO, scenario)
+    (code, updates), (sent, _) = await serve_in_process(ECHO, scenario)
     assert code == -32602
+    assert updates == []  # the echo agent did not run: it would have answered
+    assert not any(f.get("method") == "session/update" for f in sent)

@@ -11,7 +11,6 @@ import itertools
 import json
 import logging
 import os
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,159 +25,20 @@ from oma_bridge import (
     InputProfile,
     ProtocolError,
     TextEvent,
-    ToolCallEvent,
 )
-from oma_bridge.acp import agent as agent_module
+from oma_bridge.acp import _transcript as transcript_module
 from oma_bridge.acp import serve_streams
 from oma_bridge.acp.connection import Connection
 from oma_bridge.backends._fdstream import FdSendStream
 from oma_bridge.backends._redact import REDACTED, redact_json
 
+from .serve_memory import Echo, EditorPeer, Input, Output, serving
 from .support import WAIT
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 SECRET = "BSAq7Xf93kdLw0pz"  # no known token shape: only structure gives it away
-
-
-# -- an in-process agent -------------------------------------------------------------
-
-
-@dataclass
-class Echo:
-    """Answers each prompt with its text; records prompts and closes."""
-
-    tool_input: Any = None
-    prompts: list[str] = field(default_factory=list)
-    #: Closes wait until this many backends are closing at once (0: no wait).
-    close_together: int = 0
-    closing: int = 0
-    all_closing: anyio.Event | None = None
-    overlapped: list[bool] = field(default_factory=list)
-
-    @property
-    def input_profile(self) -> InputProfile:
-        return InputProfile(transport="echo")
-
-    def create_backend(self) -> _EchoBackend:
-        return _EchoBackend(self)
-
-
-@dataclass
-class _EchoBackend:
-    config: Echo
-
-    @property
-    def input_profile(self) -> InputProfile:
-        return self.config.input_profile
-
-    def stream(self, request: Any) -> AsyncIterator[Any]:
-        return self._events(request)
-
-    async def _events(self, request: Any) -> AsyncIterator[Any]:
-        self.config.prompts.append(request.prompt)
-        if self.config.tool_input is not None:
-            yield ToolCallEvent("t1", "look", raw_input=self.config.tool_input)
-        yield TextEvent(request.prompt)
-        yield DoneEvent(AgentRunResult(success=True, output=request.prompt))
-
-    async def aclose(self) -> None:
-        config = self.config
-        if not config.close_together:
-            return
-        if config.all_closing is None:
-            config.all_closing = anyio.Event()
-        config.closing += 1
-        if config.closing == config.close_together:
-            config.all_closing.set()
-        # Bounded: closing one after another would wait here (shielded) forever.
-        with anyio.move_on_after(WAIT):
-            await config.all_closing.wait()
-        config.overlapped.append(config.all_closing.is_set())
-
-
-# -- an in-memory editor -------------------------------------------------------------
-
-
-class _Input(anyio.abc.ByteReceiveStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        return await self._stream.receive()  # type: ignore[no-any-return]
-
-    async def aclose(self) -> None:
-        self._stream.close()
-
-
-class _Output(anyio.abc.ByteSendStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    async def send(self, item: bytes) -> None:
-        await self._stream.send(item)
-
-    async def send_eof(self) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
-
-
-class EditorPeer:
-    def __init__(self, to_server: Any, from_server: Any) -> None:
-        self._to = to_server
-        self._from = from_server
-        self._buf = b""
-
-    async def send(self, frame: dict[str, Any] | bytes) -> None:
-        data = frame if isinstance(frame, bytes) else json.dumps(frame).encode()
-        await self._to.send(data + b"\n")
-
-    async def receive(self) -> dict[str, Any]:
-        with anyio.fail_after(WAIT):
-            while b"\n" not in self._buf:
-                self._buf += await self._from.receive()
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)  # type: ignore[no-any-return]
-
-    async def call(self, request_id: int, method: str, params: Any) -> dict[str, Any]:
-        """Send a request; return its reply (updates before it are skipped)."""
-        await self.send(
-            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        )
-        while True:
-            frame = await self.receive()
-            if frame.get("id") == request_id and "method" not in frame:
-                return frame
-
-    async def open_session(self, cwd: str) -> str:
-        await self.call(0, "initialize", {"protocolVersion": 1})
-        reply = await self.call(1, "session/new", {"cwd": cwd, "mcpServers": []})
-        return reply["result"]["sessionId"]  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        self._to.close()
-
-
-@asynccontextmanager
-async def serving(target: Any, **options: Any) -> AsyncIterator[EditorPeer]:
-    """Serve ``target`` to an in-memory editor; leaving closes the editor's output."""
-    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
-    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
-    peer = EditorPeer(to_server, from_server)
-    with to_server, server_in, server_out, from_server, anyio.fail_after(WAIT):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                lambda: serve_streams(
-                    target, _Input(server_in), _Output(server_out), **options
-                )
-            )
-            try:
-                yield peer
-            finally:
-                peer.close()
 
 
 # -- 1. malformed notifications and params -----------------------------------------
@@ -195,17 +55,20 @@ async def serving(target: Any, **options: Any) -> AsyncIterator[EditorPeer]:
     ],
 )
 async def test_a_malformed_notification_is_ignored_and_serving_goes_on(
-    tmp_path, notification
+    tmp_path, notification, caplog
 ) -> None:
-    async with serving(Echo()) as editor:
-        await editor.send({"jsonrpc": "2.0", **notification})
-        sid = await editor.open_session(str(tmp_path))
-        reply = await editor.call(
-            2,
-            "session/prompt",
-            {"sessionId": sid, "prompt": [{"type": "text", "text": "alive"}]},
-        )
+    with caplog.at_level(logging.DEBUG, "oma_bridge"):
+        async with serving(Echo()) as editor:
+            await editor.send({"jsonrpc": "2.0", **notification})
+            sid = await editor.open_session(str(tmp_path))
+            reply = await editor.call(
+                2,
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": "alive"}]},
+            )
     assert reply["result"]["stopReason"] == "end_turn"
+    # Ignored: no warning or error was logged about it.
+    assert [r.getMessage() for r in caplog.records if r.levelno > logging.INFO] == []
 
 
 @pytest.mark.parametrize("session_id", [["x"], {"a": 1}, 7])
@@ -449,7 +312,7 @@ class _Stuck(anyio.abc.ByteSendStream):
 
 
 async def test_a_peer_that_stops_reading_fails_the_connection(monkeypatch) -> None:
-    monkeypatch.setattr(agent_module, "_WRITE_TIMEOUT", 0.05)
+    monkeypatch.setattr(transcript_module, "WRITE_TIMEOUT", 0.05)
     to_server, server_in = anyio.create_memory_object_stream[bytes](10)
     stuck = _Stuck()
     with to_server, server_in, anyio.fail_after(WAIT + 5):
@@ -458,7 +321,7 @@ async def test_a_peer_that_stops_reading_fails_the_connection(monkeypatch) -> No
             b'"params":{"protocolVersion":1}}\n'
         )
         # The input stays open: only the bound on the write can end serving.
-        await serve_streams(Echo(), _Input(server_in), stuck)
+        await serve_streams(Echo(), Input(server_in), stuck)
     assert stuck.cut
 
 
@@ -629,7 +492,7 @@ async def test_a_quick_turn_writes_its_update_and_reply_together_in_order(
     with to_server, server_in, server_out, from_server, anyio.fail_after(WAIT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(
-                lambda: serve_streams(Echo(), _Input(server_in), _Output(server_out))
+                lambda: serve_streams(Echo(), Input(server_in), Output(server_out))
             )
             sid = await editor.open_session(str(tmp_path))
             await editor.send(_prompt(2, sid, "hi"))

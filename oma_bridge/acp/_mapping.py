@@ -1,0 +1,179 @@
+"""The agent role's mapping, with no I/O: ACP prompt blocks to text, events to
+``session/update`` payloads, a run's result to the ``session/prompt`` reply.
+
+Choices where the spec leaves room, and why:
+
+- The agent is text-only. A resource link (which ACP requires every agent to
+  take) becomes ``[@name](uri)`` in the prompt's text, as editors write a
+  mention. An image, audio or embedded resource block refuses the prompt with
+  ``-32602`` naming the block: dropping it would change what the user asked.
+- A failing wrapped agent answers the prompt with ``-32603``, its message
+  (exit code and redacted stderr tail included) and ``data`` naming its type;
+  an error the real ACP agent sent is passed through as it came.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ..bridge import (
+    AgentConfig,
+    AgentRefusal,
+    BackendExitError,
+    OmaBridgeError,
+    PlanEvent,
+    RemoteError,
+    TextEvent,
+    ThoughtEvent,
+    ToolCallEvent,
+    ToolCallUpdateEvent,
+)
+from . import methods as m
+from ._jsonrpc import RequestError
+
+if TYPE_CHECKING:
+    from ..bridge import AgentRunResult, JSONValue, StreamEvent
+
+__all__ = (
+    "PROMPT_BLOCKS",
+    "display_name",
+    "error_reply",
+    "prompt_reply",
+    "prompt_text",
+    "session_update",
+)
+
+#: The content block types a prompt may hold; what ``initialize`` advertises
+#: as ``promptCapabilities`` is derived from it.
+PROMPT_BLOCKS = frozenset({"text", "resource_link"})
+
+_TEXT_ONLY = (
+    "This agent is text-only (its promptCapabilities are all false): "
+    "prompt[{index}] is a {kind} block, which it cannot forward without loss, "
+    "so nothing was run. Send the prompt as text."
+)
+
+
+def display_name(target: object) -> str | None:
+    """A short name for the editor's menus (a command's name, not its path)."""
+    name = target.name if isinstance(target, AgentConfig) else None
+    name = name or getattr(target, "command", None)
+    return os.path.basename(name) or name if isinstance(name, str) else None
+
+
+def prompt_text(blocks: JSONValue) -> str:
+    """The prompt as text: text blocks, and resource links as ``[@name](uri)``.
+
+    Raises:
+        RequestError: ``-32602`` for a malformed block, or one that is not
+            in ``PROMPT_BLOCKS`` (``data`` names its index and type).
+    """
+    if not isinstance(blocks, list):
+        raise RequestError(m.INVALID_PARAMS, "prompt must be a list of content blocks")
+    return "".join([_block_text(block, index) for index, block in enumerate(blocks)])
+
+
+def _block_text(block: JSONValue, index: int) -> str:
+    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        raise RequestError(m.INVALID_PARAMS, f"prompt[{index}] is not a content block")
+    kind = block["type"]
+    if kind == "text":
+        return _field(block, index, "text")
+    if kind == "resource_link":
+        # The mention syntax editors (Zed) write for a file in a prompt.
+        name, uri = _field(block, index, "name"), _field(block, index, "uri")
+        return f"[@{name}]({uri})"
+    raise RequestError(
+        m.INVALID_PARAMS,
+        _TEXT_ONLY.format(index=index, kind=kind),
+        {"index": index, "blockType": kind},
+    )
+
+
+def _field(block: dict[str, JSONValue], index: int, name: str) -> str:
+    value = block.get(name)
+    if not isinstance(value, str):
+        raise RequestError(m.INVALID_PARAMS, f"prompt[{index}].{name} must be a str")
+    return value
+
+
+def session_update(event: StreamEvent) -> dict[str, JSONValue] | None:
+    """The ``session/update`` payload for an event (None: nothing to send).
+
+    Usage events are not sent: ACP's ``usage_update`` reports context-window
+    occupancy, which a run's token counts are not; they go in the reply.
+    """
+    if isinstance(event, TextEvent):
+        return _chunk("agent_message_chunk", event.text)
+    if isinstance(event, ThoughtEvent):
+        return _chunk("agent_thought_chunk", event.text)
+    if isinstance(event, ToolCallEvent):
+        update: dict[str, JSONValue] = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": event.id,
+            "title": event.title,
+        }
+        _put(update, kind=event.kind, status=event.status, rawInput=event.raw_input)
+        return update
+    if isinstance(event, ToolCallUpdateEvent):
+        update = {"sessionUpdate": "tool_call_update", "toolCallId": event.id}
+        _put(
+            update,
+            title=event.title,
+            status=event.status,
+            content=event.content,
+            rawOutput=event.raw_output,
+        )
+        return update
+    if isinstance(event, PlanEvent):
+        return {"sessionUpdate": "plan", "entries": list(event.entries)}
+    return None
+
+
+def _chunk(kind: str, text: str) -> dict[str, JSONValue] | None:
+    if not text:
+        return None
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def _put(target: dict[str, JSONValue], **fields: JSONValue) -> None:
+    target.update((k, v) for k, v in fields.items() if v is not None)
+
+
+def prompt_reply(result: AgentRunResult) -> JSONValue:
+    """The ``session/prompt`` result for a finished run.
+
+    Raises:
+        RequestError: the run failed; the error the editor must see.
+    """
+    error = result.error
+    if result.success:
+        stop = "max_tokens" if result.budget_exceeded else "end_turn"
+    elif isinstance(error, AgentRefusal):
+        stop = "refusal"
+    elif result.aborted and error is None:
+        stop = "cancelled"  # the real agent ended the turn as cancelled
+    else:
+        raise error_reply(error)
+    reply: dict[str, JSONValue] = {"stopReason": stop}
+    usage = result.token_usage
+    if usage.input_tokens or usage.output_tokens:
+        reply["usage"] = {
+            "inputTokens": usage.input_tokens,
+            "outputTokens": usage.output_tokens,
+            "totalTokens": usage.input_tokens + usage.output_tokens,
+        }
+    return reply
+
+
+def error_reply(error: OmaBridgeError | None) -> RequestError:
+    """The JSON-RPC error for a failed run (``-32603``, or the agent's own)."""
+    if isinstance(error, RemoteError):
+        return RequestError(error.rpc_code, error.rpc_message, error.data)
+    if error is None:
+        return RequestError(m.INTERNAL_ERROR, "The agent failed without an error.")
+    data: dict[str, JSONValue] = {"type": type(error).__name__, "code": error.code}
+    if isinstance(error, BackendExitError):
+        _put(data, exitCode=error.exit_code, signal=error.signal)
+    return RequestError(m.INTERNAL_ERROR, str(error), data)

@@ -1,0 +1,162 @@
+"""An in-memory editor for ``serve_streams`` and an in-process echo agent.
+
+The editor writes raw frames and reads the replies, so malformed params and a
+peer that stops reading can be sent exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from oma_bridge import AgentRunResult, DoneEvent, InputProfile, TextEvent, ToolCallEvent
+from oma_bridge.acp import serve_streams
+
+from .support import WAIT
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+# -- an in-process agent -------------------------------------------------------------
+
+
+@dataclass
+class Echo:
+    """Answers each prompt with its text; records prompts and closes."""
+
+    tool_input: Any = None
+    prompts: list[str] = field(default_factory=list)
+    #: Closes wait until this many backends are closing at once (0: no wait).
+    close_together: int = 0
+    closing: int = 0
+    all_closing: anyio.Event | None = None
+    overlapped: list[bool] = field(default_factory=list)
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return InputProfile(transport="echo")
+
+    def create_backend(self) -> _EchoBackend:
+        return _EchoBackend(self)
+
+
+@dataclass
+class _EchoBackend:
+    config: Echo
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return self.config.input_profile
+
+    def stream(self, request: Any) -> AsyncIterator[Any]:
+        return self._events(request)
+
+    async def _events(self, request: Any) -> AsyncIterator[Any]:
+        self.config.prompts.append(request.prompt)
+        if self.config.tool_input is not None:
+            yield ToolCallEvent("t1", "look", raw_input=self.config.tool_input)
+        yield TextEvent(request.prompt)
+        yield DoneEvent(AgentRunResult(success=True, output=request.prompt))
+
+    async def aclose(self) -> None:
+        config = self.config
+        if not config.close_together:
+            return
+        if config.all_closing is None:
+            config.all_closing = anyio.Event()
+        config.closing += 1
+        if config.closing == config.close_together:
+            config.all_closing.set()
+        # Bounded: closing one after another would wait here (shielded) forever.
+        with anyio.move_on_after(WAIT):
+            await config.all_closing.wait()
+        config.overlapped.append(config.all_closing.is_set())
+
+
+# -- an in-memory editor -------------------------------------------------------------
+
+
+class Input(anyio.abc.ByteReceiveStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        return await self._stream.receive()  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        self._stream.close()
+
+
+class Output(anyio.abc.ByteSendStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send(item)
+
+    async def send_eof(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+class EditorPeer:
+    def __init__(self, to_server: Any, from_server: Any) -> None:
+        self._to = to_server
+        self._from = from_server
+        self._buf = b""
+
+    async def send(self, frame: dict[str, Any] | bytes) -> None:
+        data = frame if isinstance(frame, bytes) else json.dumps(frame).encode()
+        await self._to.send(data + b"\n")
+
+    async def receive(self) -> dict[str, Any]:
+        with anyio.fail_after(WAIT):
+            while b"\n" not in self._buf:
+                self._buf += await self._from.receive()
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    async def call(self, request_id: int, method: str, params: Any) -> dict[str, Any]:
+        """Send a request; return its reply (updates before it are skipped)."""
+        await self.send(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        )
+        while True:
+            frame = await self.receive()
+            if frame.get("id") == request_id and "method" not in frame:
+                return frame
+
+    async def open_session(self, cwd: str) -> str:
+        await self.call(0, "initialize", {"protocolVersion": 1})
+        reply = await self.call(1, "session/new", {"cwd": cwd, "mcpServers": []})
+        return reply["result"]["sessionId"]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._to.close()
+
+
+@asynccontextmanager
+async def serving(target: Any, **options: Any) -> AsyncIterator[EditorPeer]:
+    """Serve ``target`` to an in-memory editor; leaving closes the editor's output."""
+    to_server, server_in = anyio.create_memory_object_stream[bytes](100)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
+    peer = EditorPeer(to_server, from_server)
+    with to_server, server_in, server_out, from_server, anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: serve_streams(
+                    target, Input(server_in), Output(server_out), **options
+                )
+            )
+            try:
+                yield peer
+            finally:
+                peer.close()
