@@ -52,13 +52,15 @@ def no_leaks(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     leaks.reap_library_children()
     # Whatever the test started must be gone; allow the kernel a moment to
     # deliver a SIGKILL that was already sent (bounded, then it is a leak).
+    # Each exit can re-parent an orphan to us, so look again after every one.
     deadline = time.monotonic() + 3.0
     while True:
         leaks.reap_orphans()
         alive = {pid: st for pid, st in leaks.children().items() if st != "Z"}
-        if not alive or time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
             break
-        time.sleep(0.01)
+        leaks.wait_any_ended(alive, left)
     for pid in alive:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 def children() -> dict[int, str]:
@@ -57,6 +62,23 @@ def reap_orphans() -> None:
         if state == "Z":
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
+
+
+def wait_any_ended(pids: Iterable[int], timeout: float) -> bool:
+    """Wait up to ``timeout`` s until one of ``pids`` has ended (a zombie has);
+    False if none did. Waits on pidfds, which become readable at exit."""
+    fds: list[int] = []
+    try:
+        for pid in pids:
+            try:
+                fds.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                return True  # ended and already reaped
+        ready, _, _ = select.select(fds, [], [], timeout)
+        return bool(ready)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def open_fds() -> set[int]:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import leaks
+
 ROOT = Path(__file__).resolve().parents[2]
 PY = shlex.quote(sys.executable)
 
@@ -207,17 +209,8 @@ def test_ctrl_c_kills_the_agent_tree_and_exits_130(tmp_path: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie awaiting its reaper counts as dead."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        if state == "Z":
-            return False
-        time.sleep(0.02)
-    return True
+    """True while ``pid`` runs; a zombie awaiting its reaper counts as ended."""
+    return not leaks.wait_any_ended([pid], 5)
 
 
 def test_module_and_console_script_are_the_same_program() -> None:
