@@ -103,7 +103,9 @@ def test_blocking_timeout_kills_the_tree(tmp_path: Path) -> None:
         )
     ).run_sync("x")
     assert isinstance(result.error, BackendTimeout)
-    for pid in map(int, pids.read_text().split()):
+    tree = [int(pid) for pid in pids.read_text().split()]
+    assert len(tree) == 2  # the peer and its grandchild
+    for pid in tree:
         assert _dead(pid)
 
 
@@ -121,7 +123,9 @@ def test_an_exception_in_on_event_kills_the_tree_before_it_propagates(
     )
     with pytest.raises(KeyboardInterrupt):
         agent.run_sync("x", on_event=interrupt)
-    for pid in map(int, pids.read_text().split()):
+    tree = [int(pid) for pid in pids.read_text().split()]
+    assert len(tree) == 2  # the peer and its grandchild
+    for pid in tree:
         assert _dead(pid)
 
 

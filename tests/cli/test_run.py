@@ -204,6 +204,7 @@ def test_ctrl_c_kills_the_agent_tree_and_exits_130(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    assert len(agent_pids) == 2  # the agent and its grandchild
     for pid in agent_pids:
         assert not _alive(pid), f"agent process {pid} survived Ctrl-C"
 
@@ -252,6 +253,7 @@ def test_acp_permission_flags_answer_requests(flag: str, outcome: str) -> None:
 def test_acp_without_terminal_or_flag_approves_reads_only() -> None:
     edit = cli("run", "--acp", ACP_PEER, "perm:edit")
     read = cli("run", "--acp", ACP_PEER, "perm:read")
+    assert (edit.returncode, read.returncode) == (0, 0), edit.stderr + read.stderr
     assert "opt-reject_once" in edit.stdout
     assert "opt-allow_once" in read.stdout
 
