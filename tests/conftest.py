@@ -1,5 +1,6 @@
 """Shared fixtures: every async test runs on asyncio and trio, and every test is
-checked for leftover child processes (grandchildren included) and descriptors."""
+checked for leftover child processes (grandchildren included), children the
+library never reaped, and descriptors."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from . import leaks
+
 PEERS = Path(__file__).parent / "peers"
+_children = leaks.children  # tests/batch imports it from here; tests.leaks is its home
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -35,70 +39,37 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _children() -> dict[int, str]:
-    """Our direct children (and, as subreaper, orphaned descendants): pid -> state."""
-    me = os.getpid()
-    found: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ... ; comm may contain spaces and parentheses.
-        rest = stat[stat.rindex(")") + 2 :].split()
-        if int(rest[1]) == me:
-            found[int(entry.name)] = rest[0]
-    return found
-
-
-def _reap_zombies() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _open_fds() -> set[int]:
-    fds = {int(fd) for fd in os.listdir("/proc/self/fd")}
-    return {fd for fd in fds if os.path.exists(f"/proc/self/fd/{fd}")}
-
-
-def _describe(fd: int) -> str:
-    try:
-        return f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}"
-    except OSError:
-        return str(fd)
-
-
 @pytest.fixture(autouse=True)
 def no_leaks(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     if sys.platform != "linux":
         yield
         return
-    before_fds = _open_fds()
+    before_fds = leaks.open_fds()
     yield
+    # Checked before anything is reaped here: a zombie we reaped first would hide
+    # the library's failure to reap it.
+    unreaped = leaks.unreaped_by_library()
+    leaks.reap_library_children()
     # Whatever the test started must be gone; allow the kernel a moment to
     # deliver a SIGKILL that was already sent (bounded, then it is a leak).
+    # Each exit can re-parent an orphan to us, so look again after every one.
     deadline = time.monotonic() + 3.0
     while True:
-        _reap_zombies()
-        alive = {pid: st for pid, st in _children().items() if st != "Z"}
-        if not alive or time.monotonic() > deadline:
+        leaks.reap_orphans()
+        alive = {pid: st for pid, st in leaks.children().items() if st != "Z"}
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
             break
-        time.sleep(0.01)
+        leaks.wait_any_ended(alive, left)
     for pid in alive:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _reap_zombies()
+    leaks.reap_orphans()
+    assert not unreaped, f"children the library never reaped (pid: state): {unreaped}"
     assert not alive, f"processes left running after the test: {sorted(alive)}"
     # anyio's test runner opens and closes its event loop inside the test call,
     # so any descriptor still open here was left by the test.
-    leaked = _open_fds() - before_fds
+    leaked = leaks.open_fds() - before_fds
     assert not leaked, "descriptors left open: " + ", ".join(
-        map(_describe, sorted(leaked))
+        map(leaks.describe, sorted(leaked))
     )

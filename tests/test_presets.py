@@ -9,6 +9,7 @@ from oma_bridge.presets import PRESETS
 
 
 def test_every_preset_builds_a_config_of_its_transport() -> None:
+    assert {known.transport for known in PRESETS.values()} == {"process", "acp"}
     for name, known in PRESETS.items():
         config = preset(name, cwd="/tmp")
         kind = AcpBackendConfig if known.transport == "acp" else ProcessBackendConfig

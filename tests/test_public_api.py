@@ -129,23 +129,3 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
     entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]
     assert json.loads(loaded) == entry
     assert modules == "oma_bridge.bridge._agent oma_bridge.presets"
-
-
-def test_inspect_deferred_by_the_cli_loads_at_first_use():
-    # The CLI leaves inspect unimported until something uses it (a dataclass
-    # without a docstring does, to write one): it must then behave as itself.
-    code = (
-        "import sys\n"
-        "from oma_bridge.cli._main import _defer_inspect\n"
-        "_defer_inspect()\n"
-        "import dataclasses, inspect\n"
-        "assert 'ast' not in sys.modules\n"
-        "@dataclasses.dataclass\n"
-        "class Point:\n"
-        "    x: int\n"
-        "print(Point.__doc__, inspect.signature(len), inspect.isfunction(print))\n"
-        "print(sys.modules['inspect'].getmodule(inspect.getmodule).__name__)\n"
-    )
-    done = python_c(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["Point(x: int) (obj, /) False", "inspect"]

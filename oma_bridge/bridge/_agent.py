@@ -148,8 +148,8 @@ class Agent:
         structured input raises here, before any hook, event or process.
 
         Returns:
-            An async iterator of ``StreamEvent`` that is also an async context
-            manager; leaving ``async with`` early stops the run at once.
+            An ``AgentStream``: an async iterator of ``StreamEvent`` that is also
+            an async context manager; leaving ``async with`` early stops the run.
 
         Raises:
             InvalidMessageError: malformed input, or structured input to a

@@ -12,14 +12,21 @@ if TYPE_CHECKING:
 __all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
 
 
-class TokenUsage(NamedTuple):
-    """Tokens (and cost, when the agent reports it) spent by one run."""
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens (and cost, when the agent reports it) spent by one run.
+
+    ``a + b`` adds field by field; a cost stays None only when both are None.
+    A dataclass rather than a tuple, so ``+`` has one meaning.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
 
-    def __add__(self, other: TokenUsage) -> TokenUsage:  # type: ignore[override]
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        if not isinstance(other, TokenUsage):
+            return NotImplemented
         cost = None
         if self.cost is not None or other.cost is not None:
             cost = (self.cost or 0.0) + (other.cost or 0.0)

@@ -93,7 +93,8 @@ class AgentBackend(Protocol):
     one terminal event: ``done`` or ``error``, both carrying an ``AgentRunResult``.
     Failures of the agent are reported that way; the iterator raises only for bugs
     and cancellation. If the iterator has an ``aclose()`` coroutine, it is awaited
-    when the consumer stops early, and must stop whatever the run started.
+    when the consumer stops early, and must stop whatever the run started. The
+    built-in backends return a ``RunStream``; any async iterator will do.
     """
 
     @property

@@ -10,8 +10,10 @@
     ├── BackendTimeout               also TimeoutError; .timeout
     ├── AgentRefusal
     ├── ProtocolError                .line_preview (the offending frame)
-    └── RemoteError                  .code, .message, .data (a JSON-RPC error reply)
+    └── RemoteError                  .method, .rpc_code, .rpc_message, .data
 
+Every class has ``.code``, a stable string naming the kind of failure
+(``"REMOTE_ERROR"``); a JSON-RPC error's own numeric code is ``.rpc_code``.
 Bad caller input raises; an agent's failure comes back in the result
 (``success=False``, ``error=...``). Both use these classes.
 """
@@ -184,7 +186,14 @@ class ProtocolError(OmaBridgeError):
 
 
 class RemoteError(OmaBridgeError):
-    """The peer answered a request with a JSON-RPC error object."""
+    """The peer answered a request with a JSON-RPC error object.
+
+    Attributes:
+        method: The JSON-RPC method of the request that failed.
+        rpc_code: The error object's ``code`` (e.g. -32602).
+        rpc_message: The error object's ``message``.
+        data: The error object's ``data``, or None when it had none.
+    """
 
     code: ClassVar[str] = "REMOTE_ERROR"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
@@ -129,72 +129,93 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     Raises:
         ValueError: contradictory or malformed options (the message says which).
     """
-    from .. import AgentConfig, ProcessBackendConfig
-    from ..presets import PRESETS, preset
+    from .. import AgentConfig
+    from ..presets import PRESETS
 
-    env = {}
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
-        env[name] = value
-    common = {"env": env or None, "cwd": args.cwd, "timeout": args.timeout}
+    common: dict[str, Any] = {
+        "env": _env(args.env) or None,
+        "cwd": args.cwd,
+        "timeout": args.timeout,
+    }
+    argv: list[str] = []
     if args.agent is not None:
         transport, name = PRESETS[args.agent].transport, args.agent
     else:
         transport = "process" if args.process is not None else "acp"
-        line = args.process if args.process is not None else args.acp
-        argv = shlex.split(line)
+        argv = shlex.split(args.process if args.process is not None else args.acp)
         if not argv:
             raise ValueError(f"--{transport} needs a command")
         name = argv[0]
-    backend: BackendConfig
     if transport == "process":
-        acp_only = [
-            option
-            for option, given in (
-                ("--approve-all/--approve-reads/--deny-all", args.permission),
-                ("--fs", args.fs),
-                ("--terminal", args.terminal),
-                ("--auth-method", args.auth_method),
-            )
-            if given
-        ]
-        if acp_only:
-            raise ValueError(f"{acp_only[0]} applies to ACP agents only")
-        if args.input is not None:
-            common["input"] = args.input
-        if args.agent is not None:
-            backend = preset(args.agent, **common)
-        else:
-            backend = ProcessBackendConfig(
-                command=argv[0],
-                args=tuple(argv[1:]),
-                **common,
-            )
+        backend = _process_backend(args, argv, common)
     else:
-        if args.input is not None:
-            raise ValueError("--input applies to process agents only")
-        acp = {
-            **common,
-            "permission": _permission(args, interactive=interactive),
-            "fs": args.fs,
-            "terminal": args.terminal,
-            "auth_method": args.auth_method,
-        }
-        if args.agent is not None:
-            backend = preset(args.agent, **acp)
-        else:
-            from .. import AcpBackendConfig
-
-            backend = AcpBackendConfig(
-                command=argv[0],
-                args=tuple(argv[1:]),
-                **acp,
-            )
+        backend = _acp_backend(args, argv, common, interactive=interactive)
     return AgentConfig(
         name=name, backend=backend, system_prompt=getattr(args, "system_prompt", None)
     )
+
+
+def _env(items: list[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` options as a dict."""
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
+        env[name] = value
+    return env
+
+
+def _process_backend(
+    args: argparse.Namespace, argv: list[str], common: dict[str, Any]
+) -> BackendConfig:
+    """A process agent's config: a preset when ``--agent`` named one, else ``argv``."""
+    from .. import ProcessBackendConfig
+    from ..presets import preset
+
+    acp_only = [
+        option
+        for option, given in (
+            ("--approve-all/--approve-reads/--deny-all", args.permission),
+            ("--fs", args.fs),
+            ("--terminal", args.terminal),
+            ("--auth-method", args.auth_method),
+        )
+        if given
+    ]
+    if acp_only:
+        raise ValueError(f"{acp_only[0]} applies to ACP agents only")
+    if args.input is not None:
+        common = {**common, "input": args.input}
+    if args.agent is not None:
+        return preset(args.agent, **common)
+    return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
+
+
+def _acp_backend(
+    args: argparse.Namespace,
+    argv: list[str],
+    common: dict[str, Any],
+    *,
+    interactive: bool,
+) -> BackendConfig:
+    """An ACP agent's config: a preset when ``--agent`` named one, else ``argv``."""
+    from ..presets import preset
+
+    if args.input is not None:
+        raise ValueError("--input applies to process agents only")
+    acp = {
+        **common,
+        "permission": _permission(args, interactive=interactive),
+        "fs": args.fs,
+        "terminal": args.terminal,
+        "auth_method": args.auth_method,
+    }
+    if args.agent is not None:
+        return preset(args.agent, **acp)
+    from .. import AcpBackendConfig
+
+    return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)
 
 
 def _permission(args: argparse.Namespace, *, interactive: bool) -> PermissionPolicy:

@@ -8,7 +8,6 @@ import argparse
 import gc
 import os
 import sys
-import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,10 +34,8 @@ exit status:
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """argparse's formatter for descriptions laid out by hand, told the width.
 
-    argparse builds a formatter at every ``add_argument`` (to check the
-    metavar), and by default each one asks ``shutil`` for the terminal's width:
-    importing shutil (and with it zlib, bz2 and lzma) was ~3 ms of every start.
-    The width is found as shutil finds it: COLUMNS, else the terminal, else 80.
+    The width is found as ``shutil`` finds it (COLUMNS, else the terminal, else
+    80) without importing shutil, which argparse would do at every argument.
     """
 
     def __init__(self, prog: str) -> None:
@@ -90,42 +87,13 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
-class _Deferred(types.ModuleType):
-    """Stands in for a module in ``sys.modules`` until something uses it; then
-    imports the real one and takes on its contents."""
-
-    def __getattr__(self, name: str) -> object:
-        import importlib
-
-        if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
-        real = importlib.import_module(self.__name__)
-        self.__dict__.update(real.__dict__)
-        return getattr(real, name)
-
-
-def _defer_inspect() -> None:
-    """Leave ``inspect`` unimported until something uses it.
-
-    dataclasses imports it, and with it ast, dis and tokenize (7% of a
-    one-item batch's instructions), for one call made only for a dataclass
-    without a docstring; a command rarely uses it otherwise.
-    """
-    if "inspect" not in sys.modules:
-        sys.modules["inspect"] = _Deferred("inspect")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oma-bridge`` (or ``python -m oma_bridge``); return the exit status."""
     program = argv is None  # the program itself, not a caller in the same process
     if program:
-        # Start-up makes thousands of objects (the command's modules, classes,
-        # functions) that live until exit: no collection while they are made,
-        # and none walks them afterwards, at exit included. A fresh-per-run
-        # job pays for its start-up on every run (callgrind: 8% of a one-item
-        # `oma-bridge batch`).
+        # The objects start-up makes live until exit: collecting them is wasted
+        # work every run pays (~6 ms, 10% of `run --process`; benchmarks/README).
         gc.disable()
-        _defer_inspect()
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         args = _build_parser(words).parse_args(words)

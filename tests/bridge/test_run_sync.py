@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from oma_bridge import (
     StreamEvent,
     TextEvent,
 )
+from tests import leaks
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 
@@ -39,17 +39,29 @@ def test_process_backend_is_a_blocking_backend() -> None:
     assert isinstance(backend, BlockingBackend)
 
 
-def test_blocking_run_streams_events_then_the_terminal_one() -> None:
+def test_blocking_run_streams_events_then_the_terminal_one(tmp_path: Path) -> None:
+    # The child prints "two" only after on_event has seen "one": a run that
+    # delivered nothing before the child's exit would time out.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    script = f"print('one', flush=True); open({str(gate)!r}).read(); print('two')"
     events: list[StreamEvent] = []
-    script = (
-        "import sys, time; print('one', flush=True); time.sleep(0.05); print('two')"
-    )
-    result = Agent(process("-c", script, input="none")).run_sync(
-        "x", on_event=events.append
+    seen: list[str] = []  # the text when the gate opened
+
+    def on_event(event: StreamEvent) -> None:
+        events.append(event)
+        text = "".join(e.text for e in events if isinstance(e, TextEvent))
+        if "one" in text and not seen:
+            seen.append(text)
+            with open(gate, "w") as opened:  # blocks until the child reads
+                opened.write("go")
+
+    result = Agent(process("-c", script, input="none", timeout=30)).run_sync(
+        "x", on_event=on_event
     )
     assert result.success and result.output == "one\ntwo\n"
     texts = [e.text for e in events if isinstance(e, TextEvent)]
-    assert "".join(texts) == "one\ntwo\n"
+    assert "".join(texts) == "one\ntwo\n" and "two" not in seen[0]
     assert isinstance(events[-1], DoneEvent) and events[-1].result is result
     assert sum(isinstance(e, (DoneEvent, ErrorEvent)) for e in events) == 1
 
@@ -91,7 +103,9 @@ def test_blocking_timeout_kills_the_tree(tmp_path: Path) -> None:
         )
     ).run_sync("x")
     assert isinstance(result.error, BackendTimeout)
-    for pid in map(int, pids.read_text().split()):
+    tree = [int(pid) for pid in pids.read_text().split()]
+    assert len(tree) == 2  # the peer and its grandchild
+    for pid in tree:
         assert _dead(pid)
 
 
@@ -109,7 +123,9 @@ def test_an_exception_in_on_event_kills_the_tree_before_it_propagates(
     )
     with pytest.raises(KeyboardInterrupt):
         agent.run_sync("x", on_event=interrupt)
-    for pid in map(int, pids.read_text().split()):
+    tree = [int(pid) for pid in pids.read_text().split()]
+    assert len(tree) == 2  # the peer and its grandchild
+    for pid in tree:
         assert _dead(pid)
 
 
@@ -190,14 +206,5 @@ def test_a_backend_without_a_blocking_path_runs_in_a_fresh_loop_and_is_closed() 
 
 
 def _dead(pid: int) -> bool:
-    """True once ``pid`` is gone or a zombie (bounded wait; a hang guard only)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except FileNotFoundError:
-            return True
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return True
-        time.sleep(0.01)
-    return not os.path.exists(f"/proc/{pid}")
+    """True once ``pid`` has ended (a zombie has); waits up to 5 s, a hang guard."""
+    return leaks.wait_any_ended([pid], 5)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import leaks
+
 ROOT = Path(__file__).resolve().parents[2]
 PY = shlex.quote(sys.executable)
 
@@ -202,22 +204,14 @@ def test_ctrl_c_kills_the_agent_tree_and_exits_130(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    assert len(agent_pids) == 2  # the agent and its grandchild
     for pid in agent_pids:
         assert not _alive(pid), f"agent process {pid} survived Ctrl-C"
 
 
 def _alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie awaiting its reaper counts as dead."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        if state == "Z":
-            return False
-        time.sleep(0.02)
-    return True
+    """True while ``pid`` runs; a zombie awaiting its reaper counts as ended."""
+    return not leaks.wait_any_ended([pid], 5)
 
 
 def test_module_and_console_script_are_the_same_program() -> None:
@@ -259,6 +253,7 @@ def test_acp_permission_flags_answer_requests(flag: str, outcome: str) -> None:
 def test_acp_without_terminal_or_flag_approves_reads_only() -> None:
     edit = cli("run", "--acp", ACP_PEER, "perm:edit")
     read = cli("run", "--acp", ACP_PEER, "perm:read")
+    assert (edit.returncode, read.returncode) == (0, 0), edit.stderr + read.stderr
     assert "opt-reject_once" in edit.stdout
     assert "opt-allow_once" in read.stdout
 

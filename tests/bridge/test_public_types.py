@@ -1,0 +1,99 @@
+"""Public value types mean what their documentation says."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from oma_bridge import (
+    AgentRefusal,
+    BackendExitError,
+    BackendStartError,
+    BackendTimeout,
+    InvalidMessageError,
+    OmaBridgeError,
+    ProtocolError,
+    RemoteError,
+    TokenUsage,
+    UnsupportedContentBlockError,
+)
+from oma_bridge.bridge import errors
+
+SAMPLES: dict[str, OmaBridgeError] = {
+    "OmaBridgeError": OmaBridgeError("x"),
+    "InvalidMessageError": InvalidMessageError("bad", path=("input", 0)),
+    "UnsupportedContentBlockError": UnsupportedContentBlockError(
+        "image", backend="process"
+    ),
+    "BackendStartError": BackendStartError("nope", reason="not found"),
+    "BackendExitError": BackendExitError("cat", exit_code=1),
+    "BackendTimeout": BackendTimeout("cat", timeout=1.0),
+    "AgentRefusal": AgentRefusal("no"),
+    "ProtocolError": ProtocolError("garbage", line_preview="{"),
+    "RemoteError": RemoteError(
+        "session/prompt", rpc_code=-32602, message="Invalid params", data={"a": 1}
+    ),
+}
+
+
+def _documented_tree() -> dict[str, list[str]]:
+    """Class name -> the attributes the errors module docstring lists for it."""
+    tree: dict[str, list[str]] = {}
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"\s*(?:[├└]── )?([A-Z]\w+)\b(.*)$", line)
+        if found and found.group(1) in SAMPLES:
+            tree[found.group(1)] = re.findall(r"\.(\w+)", found.group(2))
+    return tree
+
+
+def test_the_docstring_tree_names_every_error_class() -> None:
+    tree = _documented_tree()
+    assert set(tree) == set(SAMPLES) == set(errors.__all__)
+    assert tree["RemoteError"] == ["method", "rpc_code", "rpc_message", "data"]
+
+
+@pytest.mark.parametrize(("name", "attributes"), sorted(_documented_tree().items()))
+def test_each_error_has_the_attributes_its_docstring_lists(
+    name: str, attributes: list[str]
+) -> None:
+    error = SAMPLES[name]
+    assert type(error).__name__ == name
+    missing = [a for a in attributes if not hasattr(error, a)]
+    assert not missing, f"{name} lacks documented attributes {missing}"
+
+
+def test_remote_error_carries_the_json_rpc_error_object() -> None:
+    error = SAMPLES["RemoteError"]
+    assert isinstance(error, RemoteError)
+    assert (error.method, error.rpc_code, error.rpc_message, error.data) == (
+        "session/prompt",
+        -32602,
+        "Invalid params",
+        {"a": 1},
+    )
+    assert "-32602" in str(error) and "Invalid params" in str(error)
+
+
+def test_code_means_the_kind_of_failure_on_every_error() -> None:
+    # One meaning per name: .code is the stable string, never a JSON-RPC number.
+    codes = {name: error.code for name, error in SAMPLES.items()}
+    assert all(isinstance(code, str) and code.isupper() for code in codes.values())
+    assert codes["RemoteError"] == "REMOTE_ERROR"
+    assert len(set(codes.values())) == len(codes)
+
+
+def test_token_usage_adds_field_by_field() -> None:
+    total = TokenUsage(1, 2, 0.5) + TokenUsage(10, 20)
+    assert total == TokenUsage(input_tokens=11, output_tokens=22, cost=0.5)
+    assert TokenUsage(1, 2) + TokenUsage(3, 4) == TokenUsage(4, 6, None)
+    assert sum([TokenUsage(1, 1), TokenUsage(2, 2)], TokenUsage()) == TokenUsage(3, 3)
+
+
+def test_token_usage_is_not_a_tuple() -> None:
+    # `+` has one meaning: adding a tuple is an error, not a concatenation.
+    assert not isinstance(TokenUsage(), tuple)
+    with pytest.raises(TypeError):
+        TokenUsage(1, 2) + (3, 4)  # type: ignore[operator]  # noqa: RUF005
+    with pytest.raises(AttributeError):
+        TokenUsage().input_tokens = 5  # type: ignore[misc]
