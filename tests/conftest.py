@@ -17,7 +17,6 @@ import pytest
 from . import leaks
 
 PEERS = Path(__file__).parent / "peers"
-_children = leaks.children  # tests/batch imports it from here; tests.leaks is its home
 PR_SET_CHILD_SUBREAPER = 36
 
 

@@ -15,7 +15,6 @@ import time
 from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
 from ..bridge import Agent, OmaBridgeError
-from ..bridge._inputs import latest_user_text
 from ._items import as_items
 from ._policy import Outcome, RetryPolicy, cancelled_result, final_result
 
@@ -74,7 +73,7 @@ def sync_batch(
     if config.before_run is not None or config.after_run is not None:
         return None
     agent = Agent(config)
-    backend = agent._get_backend()
+    backend = agent.backend
     if not isinstance(backend, PoolingBackend):
         return None
     return SyncBatch(
@@ -247,12 +246,10 @@ class SyncBatch:
         slot.attempts += 1
         if slot.request is None:
             try:
-                messages = self._agent._admit(slot.item.input, turn=False)
+                slot.request = self._agent.admit(slot.item.input)
             except OmaBridgeError as exc:  # refused at the boundary: nothing spawned
                 yield from self._ended(token, Outcome.failed(exc))
                 return
-            text = latest_user_text(messages)
-            slot.request = self._agent._request(text, messages)
         failed = pool.start(slot.request, token, self._timeout)
         if failed is not None:
             yield from self._ended(token, Outcome.of(failed))

@@ -249,6 +249,21 @@ class Agent:
         _inputs.admit_profile(messages, profile, structured=True)
         return messages
 
+    @property
+    def backend(self) -> AgentBackend:
+        """The backend runs go to, created from the config on first use (spawning
+        nothing); for drivers that run it themselves, like the blocking batch."""
+        return self._get_backend()
+
+    def admit(self, input: str | Sequence[LLMMessage]) -> RunRequest:
+        """The request ``input`` becomes, checked as ``run`` checks it; no hooks run.
+
+        Raises:
+            InvalidMessageError, UnsupportedContentBlockError: see ``stream``.
+        """
+        messages = self._admit(input, turn=False)
+        return self._request(_inputs.latest_user_text(messages), messages)
+
     def _get_backend(self) -> AgentBackend:
         if self._backend is None:
             backend = self.config.backend

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _children, _reap_zombies
+from tests.leaks import children, reap_orphans
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_PEER = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'ledger.py'}"
@@ -65,8 +65,8 @@ def wait_until(condition, what: str) -> None:
 
 def no_children_left() -> bool:
     """Every child (and orphan, when this process is a subreaper) has exited."""
-    _reap_zombies()
-    return all(state == "Z" for state in _children().values())
+    reap_orphans()
+    return all(state == "Z" for state in children().values())
 
 
 def interrupt_when(runner: subprocess.Popen[str], condition, what: str) -> str:

@@ -16,7 +16,7 @@ from oma_bridge import (
     run_batch,
 )
 from tests.acp.support import fake_agent, methods
-from tests.conftest import _children
+from tests.leaks import children
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 WAIT = 30
@@ -92,7 +92,7 @@ async def test_leaving_the_iterator_early_kills_what_runs(tmp_path: Path) -> Non
                     await anyio.sleep(0.01)
                 break
     # Leaving the block killed and reaped the hanging peers before it returned.
-    assert [pid for pid, state in _children().items() if state != "Z"] == []
+    assert [pid for pid, state in children().items() if state != "Z"] == []
 
 
 async def test_cancel_reports_running_items_and_launches_no_more(

@@ -13,7 +13,7 @@ from oma_bridge import AgentConfig, BatchItem, BatchResult, run_batch
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.batch._blocking import sync_batch
 from tests.batch.test_library import ledger_agent, ledger_lines
-from tests.conftest import _children
+from tests.leaks import children
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -120,7 +120,7 @@ def test_leaving_the_loop_early_kills_what_runs(tmp_path: Path) -> None:
     assert len(ledger_lines(ledger)) >= 1
     results.close()  # what a `break` does
     # The hanging items were killed and reaped before close() returned.
-    assert [pid for pid, state in _children().items() if state != "Z"] == []
+    assert [pid for pid, state in children().items() if state != "Z"] == []
 
 
 def test_hooks_and_acp_agents_are_left_to_run_batch(

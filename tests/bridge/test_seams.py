@@ -59,3 +59,27 @@ async def test_batch_leaves_a_config_without_the_seam_alone():
     async with run_batch(config, ["a"], concurrency=1) as results:
         outputs = [result.output async for result in results]
     assert outputs == ["as is"]
+
+
+def test_admit_checks_input_like_run_and_builds_the_request():
+    from oma_bridge import Agent, InvalidMessageError
+
+    agent = Agent(
+        AgentConfig(
+            name="cat", backend=ProcessBackendConfig(command="cat"), system_prompt="S"
+        )
+    )
+    request = agent.admit("hello")
+    assert (request.prompt, request.system_prompt, request.agent_name) == (
+        "hello",
+        "S",
+        "cat",
+    )
+    assert agent.backend is agent.backend  # created once, spawning nothing
+    structured = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    try:
+        agent.admit(structured)
+    except InvalidMessageError as exc:
+        assert "accepts string prompts only" in str(exc)
+    else:
+        raise AssertionError("structured input was admitted by a text-only backend")
