@@ -41,6 +41,19 @@ async def test_timeout_cancels_and_reports_aborted(tmp_path) -> None:
     assert "session/cancel" in methods(log)
 
 
+async def test_the_timeout_starts_when_the_prompt_is_sent(tmp_path) -> None:
+    # The agent takes longer to start than the whole turn may take: start-up is
+    # governed by startup_timeout, and the turn's clock starts at the prompt.
+    log = tmp_path / "log"
+    config = fake_agent(log, "--init-delay", "1.5", timeout=1.0)
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            result = await agent.run("say:in time")
+    assert result.success, result.error
+    assert result.output == "in time"
+    assert "session/cancel" not in methods(log)
+
+
 async def test_a_cancel_scope_sends_session_cancel(tmp_path) -> None:
     log = tmp_path / "log"
     async with agent_for(fake_agent(log)) as agent:

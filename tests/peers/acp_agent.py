@@ -6,7 +6,8 @@ initialize), --auth (session/new answers -32000 until authenticate), --load
 session resume), --modes (session/new returns modes), --config (session/new
 returns config options: model model-1|model-2, grouped), --commands (after
 answering session/new, send an available_commands_update, as agents do),
---stderr-noise N (write N KiB to stderr at start), --ignore-sigterm.
+--stderr-noise N (write N KiB to stderr at start), --ignore-sigterm,
+--init-delay SECONDS (answer initialize that much later: a slow start-up).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 
@@ -405,6 +406,7 @@ def main() -> None:
         if method == "initialize":
             if "--no-init" in ARGS:
                 continue
+            time.sleep(float(flag_value("--init-delay", "0") or 0))
             caps: dict = {"promptCapabilities": {}}
             if "--load" in ARGS:
                 caps["loadSession"] = True
