@@ -10,6 +10,7 @@ answering session/new, send an available_commands_update, as agents do),
 --init-delay SECONDS (answer initialize that much later: a slow start-up).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
+ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
@@ -347,6 +348,9 @@ def prompt_turn(sid: str, text: str) -> str:
             chunk(sid, "closing")
             os.close(1)
             log({"_sent": "closed stdout", "id": None})
+            if os.environ.get("ACP_NOTIFY"):
+                with open(os.environ["ACP_NOTIFY"], "w") as fifo:
+                    fifo.write("closed stdout\n")
             while os.read(0, 65536):
                 pass
             os._exit(0)
