@@ -37,8 +37,9 @@ from . import methods as m
 from ._client_router import client_capabilities, client_router
 from ._files import FileSandbox
 from ._framing import NdjsonStream
+from ._permissions import CANCELLED_OUTCOME
 from ._terminals import Terminals
-from .connection import Connection
+from .connection import Connection, RequestError
 
 if TYPE_CHECKING:
     import weakref
@@ -371,6 +372,35 @@ class AgentProcess:
             )
         self.session_used = False
 
+    async def cancel_turn(self, prompt_id: int | str) -> bool:
+        """Cancel the turn in flight and read it to its end, within cancel_grace.
+
+        Requests the agent made that were cut short are answered first.
+
+        Returns:
+            Whether the turn ended; if not, the caller stops this process.
+        """
+        conn = self.conn
+        assert conn is not None
+        if conn.error is not None or (self.writer and self.writer.torn):
+            return False
+        try:
+            with anyio.move_on_after(self.config.cancel_grace):
+                await conn.answer_abandoned(_abandoned_answer)
+                if not conn.has_response(prompt_id):
+                    await conn.notify(m.SESSION_CANCEL, {"sessionId": self.session_id})
+                while not conn.has_response(prompt_id):
+                    await conn.pump()
+                await conn.wait_response(prompt_id)
+                if self.raw_updates:
+                    await self.pass_updates()  # what it sent before ending the turn
+                return True
+        except OmaBridgeError:
+            return conn.error is None
+        except anyio.ClosedResourceError:  # AcpBackend.aclose() closed it
+            return False
+        return False
+
     # -- stop ----------------------------------------------------------------------
 
     async def stop(self) -> None:
@@ -434,3 +464,9 @@ class AgentProcess:
         err = ProtocolError(f"{exc} The agent's stderr ends with:\n{tail}")
         err.line_preview = exc.line_preview
         return err
+
+
+def _abandoned_answer(method: str) -> JSONValue | RequestError:
+    if method == m.SESSION_REQUEST_PERMISSION:
+        return CANCELLED_OUTCOME
+    return RequestError(m.REQUEST_CANCELLED, "Request cancelled")

@@ -9,10 +9,13 @@ the token usage.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, NamedTuple, final
 
 from ..bridge import (
+    AgentRefusal,
+    OmaBridgeError,
     PlanEvent,
+    ProtocolError,
     TextEvent,
     ThoughtEvent,
     TokenUsage,
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 
     from ..bridge import JSONValue, StreamEvent
 
-__all__ = ("TurnUpdates", "content_text")
+__all__ = ("TurnEnd", "TurnUpdates", "content_text", "turn_end")
 
 #: ACP tool call update fields and the ToolCallRecord fields they replace.
 _TOOL_FIELDS = (
@@ -199,3 +202,29 @@ def content_text(content: JSONValue) -> str:
                 return text
             return f"[resource: {resource.get('uri', '')}]"
     return f"[{kind} content]"
+
+
+class TurnEnd(NamedTuple):
+    """How a turn ended, from the ``stopReason`` of its ``session/prompt`` reply."""
+
+    error: OmaBridgeError | None = None
+    budget_exceeded: bool = False
+    aborted: bool = False
+
+
+def turn_end(reply: JSONValue) -> TurnEnd:
+    """Map the reply's ``stopReason`` (absent counts as ``end_turn``)."""
+    stop = reply.get("stopReason") if isinstance(reply, dict) else None
+    if stop in ("end_turn", None):
+        return TurnEnd()
+    if stop in ("max_tokens", "max_turn_requests"):
+        return TurnEnd(budget_exceeded=True)
+    if stop == "refusal":
+        return TurnEnd(
+            AgentRefusal("The ACP agent refused the prompt (stopReason: refusal).")
+        )
+    if stop == "cancelled":
+        return TurnEnd(aborted=True)
+    return TurnEnd(
+        ProtocolError(f"The agent ended the turn with an unknown stopReason {stop!r}.")
+    )

@@ -40,6 +40,9 @@ wait has passed) are the descriptors closed, and then with
 ``anyio.notify_closing``, so the run's task gets ``ClosedResourceError`` and
 still ends with an aborted result. Runs queued behind the active one end with an
 aborted failure, and no agent is started after ``aclose()``.
+
+A run's ``timeout`` counts from the moment ``session/prompt`` is sent: spawning,
+``initialize`` and the session are bounded by ``startup_timeout`` instead.
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ from typing import TYPE_CHECKING, final
 import anyio
 
 from ..bridge import (
-    AgentRefusal,
     AgentRunResult,
     BackendStartError,
     BackendTimeout,
@@ -74,9 +76,7 @@ from ._client_config import (
     PermissionRequest,
     UpdateHook,
 )
-from ._permissions import CANCELLED_OUTCOME
-from ._updates import TurnUpdates
-from .connection import RequestError
+from ._updates import TurnUpdates, turn_end
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -408,25 +408,14 @@ class _AcpRun:
             if exc.rpc_code == m.AUTH_REQUIRED:
                 exc = agent.auth_error(exc)
             return self._terminal(exc)
-        stop = reply.get("stopReason") if isinstance(reply, dict) else None
         usage = self._turn.usage(reply)
         self._commit_usage()
-        if stop in ("end_turn", None):
-            return self._terminal(None, usage=usage)
-        if stop in ("max_tokens", "max_turn_requests"):
-            return self._terminal(None, usage=usage, budget_exceeded=True)
-        if stop == "refusal":
-            return self._terminal(
-                AgentRefusal("The ACP agent refused the prompt (stopReason: refusal)."),
-                usage=usage,
-            )
-        if stop == "cancelled":
-            return self._terminal(None, usage=usage, aborted=True)
+        end = turn_end(reply)
         return self._terminal(
-            ProtocolError(
-                f"The agent ended the turn with an unknown stopReason {stop!r}."
-            ),
+            end.error,
             usage=usage,
+            budget_exceeded=end.budget_exceeded,
+            aborted=end.aborted,
         )
 
     def _commit_usage(self) -> None:
@@ -472,34 +461,10 @@ class _AcpRun:
                     await self._backend._drop_agent()  # cancelled while starting
                 return
             agent.cancelling = True  # cleared by _release()
-            if await self._drain_cancelled(agent):
+            if await agent.cancel_turn(self._prompt_id):
                 self._commit_usage()
             else:
                 await self._backend._drop_agent()
-
-    async def _drain_cancelled(self, agent: AgentProcess) -> bool:
-        """Cancel the turn and read it to its end; False if it did not end."""
-        conn, prompt_id = agent.conn, self._prompt_id
-        assert conn is not None and prompt_id is not None
-        if conn.error is not None or (agent.writer and agent.writer.torn):
-            return False
-        try:
-            with anyio.move_on_after(self._config.cancel_grace):
-                await conn.answer_abandoned(_abandoned_answer)
-                if not conn.has_response(prompt_id):
-                    await conn.notify(m.SESSION_CANCEL, {"sessionId": agent.session_id})
-                while not conn.has_response(prompt_id):
-                    await conn.pump()
-                await conn.wait_response(prompt_id)
-                if agent.raw_updates:
-                    # What the agent sent before ending the turn.
-                    await agent.pass_updates()
-                return True
-        except OmaBridgeError:
-            return conn.error is None
-        except anyio.ClosedResourceError:  # AcpBackend.aclose() closed it
-            return False
-        return False
 
     def _terminal(
         self,
@@ -559,9 +524,3 @@ class _AcpRun:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-def _abandoned_answer(method: str) -> JSONValue | RequestError:
-    if method == m.SESSION_REQUEST_PERMISSION:
-        return CANCELLED_OUTCOME
-    return RequestError(m.REQUEST_CANCELLED, "Request cancelled")

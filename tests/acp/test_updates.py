@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from oma_bridge import (
+    AgentRefusal,
     PlanEvent,
+    ProtocolError,
     TextEvent,
     ThoughtEvent,
     TokenUsage,
@@ -16,7 +18,7 @@ from oma_bridge import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from oma_bridge.acp._updates import TurnUpdates, content_text
+from oma_bridge.acp._updates import TurnUpdates, content_text, turn_end
 
 
 def fed(*updates: dict[str, Any], **kw: Any) -> TurnUpdates:
@@ -145,3 +147,27 @@ def test_unknown_and_event_less_kinds_are_ignored() -> None:
     assert not turn.events
     assert turn.output == ""
     assert turn.tool_calls == ()
+
+
+@pytest.mark.parametrize(
+    ("reply", "budget_exceeded", "aborted", "error"),
+    [
+        ({"stopReason": "end_turn"}, False, False, None),
+        ({}, False, False, None),
+        (None, False, False, None),
+        ({"stopReason": "max_tokens"}, True, False, None),
+        ({"stopReason": "max_turn_requests"}, True, False, None),
+        ({"stopReason": "cancelled"}, False, True, None),
+        ({"stopReason": "refusal"}, False, False, AgentRefusal),
+        ({"stopReason": "bored"}, False, False, ProtocolError),
+    ],
+)
+def test_the_stop_reason_decides_how_the_turn_ended(
+    reply, budget_exceeded, aborted, error
+) -> None:
+    end = turn_end(reply)
+    assert (end.budget_exceeded, end.aborted) == (budget_exceeded, aborted)
+    if error is None:
+        assert end.error is None
+    else:
+        assert isinstance(end.error, error)
