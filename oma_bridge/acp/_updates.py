@@ -62,14 +62,6 @@ class TurnUpdates:
         self.used: int | None = None
         self.cost: float | None = None
         self._output: list[str] = []
-        self._handlers: dict[str, Callable[[dict[str, JSONValue]], None]] = {
-            "agent_message_chunk": self._on_message,
-            "agent_thought_chunk": self._on_thought,
-            "tool_call": self._on_tool_call,
-            "tool_call_update": self._on_tool_call_update,
-            "plan": self._on_plan,
-            "usage_update": self._on_usage,
-        }
 
     @property
     def output(self) -> str:
@@ -83,9 +75,9 @@ class TurnUpdates:
     def feed(self, update: dict[str, JSONValue]) -> None:
         """Take one ``update``; kinds no event is made of are ignored."""
         kind = update.get("sessionUpdate")
-        handler = self._handlers.get(kind) if isinstance(kind, str) else None
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is not None:
-            handler(update)
+            handler(self, update)
 
     def usage(self, reply: JSONValue = None) -> TokenUsage:
         """The turn's usage, from its updates and the ``session/prompt`` reply.
@@ -172,6 +164,16 @@ class TurnUpdates:
                 raw_output=update.get("rawOutput"),
             )
         )
+
+
+_HANDLERS: dict[str, Callable[[TurnUpdates, dict[str, JSONValue]], None]] = {
+    "agent_message_chunk": TurnUpdates._on_message,
+    "agent_thought_chunk": TurnUpdates._on_thought,
+    "tool_call": TurnUpdates._on_tool_call,
+    "tool_call_update": TurnUpdates._on_tool_call_update,
+    "plan": TurnUpdates._on_plan,
+    "usage_update": TurnUpdates._on_usage,
+}
 
 
 def _opt_str(value: JSONValue) -> str | None:
