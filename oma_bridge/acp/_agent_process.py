@@ -339,7 +339,7 @@ class AgentProcess:
             return
         update = raw.get("update")
         if isinstance(update, dict):
-            run.on_update(update)
+            run.turn.feed(update)
 
     async def pass_updates(self) -> None:
         """Await ``config.on_update`` for the updates read so far, in order."""

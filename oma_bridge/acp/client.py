@@ -81,7 +81,7 @@ from ._updates import TurnUpdates, turn_end
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from ..bridge import InputProfile, JSONValue, RunRequest, RunStream, StreamEvent
+    from ..bridge import InputProfile, RunRequest, RunStream, StreamEvent
 
 __all__ = (
     "AcpBackend",
@@ -277,7 +277,7 @@ class _AcpRun:
         self._request = request
         self._agent: AgentProcess | None = None
         self._prompt_id: int | str | None = None
-        self._turn = TurnUpdates()
+        self.turn = TurnUpdates()
         self._started = 0.0
         self._deadline = float("inf")
         self._begun = False
@@ -320,7 +320,7 @@ class _AcpRun:
         assert (
             agent is not None and agent.conn is not None and self._prompt_id is not None
         )
-        conn, events = agent.conn, self._turn.events
+        conn, events = agent.conn, self.turn.events
         while True:
             if agent.raw_updates:
                 await agent.pass_updates()  # before the events made of them
@@ -341,7 +341,8 @@ class _AcpRun:
 
     async def _begin(self) -> OmaBridgeError | None:
         backend = self._backend
-        await backend._wait_turn()
+        if backend._active is not None:  # another run holds (or held) the session
+            await backend._wait_turn()
         if backend._closed:
             self.closing = True
             return backend._closed_error()
@@ -379,7 +380,8 @@ class _AcpRun:
         if self._request.system_prompt and not agent.system_prompt_sent:
             # ACP has no system prompt; the session's first prompt carries it.
             text = f"{self._request.system_prompt}\n\n{text}"
-        self._turn = TurnUpdates(base_used=agent.last_used, base_cost=agent.last_cost)
+        # Usage is cumulative per session: the turn reports its increase.
+        self.turn.base_used, self.turn.base_cost = agent.last_used, agent.last_cost
         agent.run = weakref.ref(self)
         self._prompt_id = await agent.conn.send_request(
             m.SESSION_PROMPT,
@@ -388,10 +390,6 @@ class _AcpRun:
         agent.system_prompt_sent = True
         if self._config.timeout is not None:
             self._deadline = time.monotonic() + self._config.timeout
-
-    def on_update(self, update: dict[str, JSONValue]) -> None:
-        """A ``session/update`` of this turn (called by the agent's router)."""
-        self._turn.feed(update)
 
     # -- endings -----------------------------------------------------------------
 
@@ -408,7 +406,7 @@ class _AcpRun:
             if exc.rpc_code == m.AUTH_REQUIRED:
                 exc = agent.auth_error(exc)
             return self._terminal(exc)
-        usage = self._turn.usage(reply)
+        usage = self.turn.usage(reply)
         self._commit_usage()
         end = turn_end(reply)
         return self._terminal(
@@ -421,10 +419,10 @@ class _AcpRun:
     def _commit_usage(self) -> None:
         agent = self._agent
         assert agent is not None
-        if self._turn.used is not None:
-            agent.last_used = self._turn.used
-        if self._turn.cost is not None:
-            agent.last_cost = self._turn.cost
+        if self.turn.used is not None:
+            agent.last_used = self.turn.used
+        if self.turn.cost is not None:
+            agent.last_cost = self.turn.cost
 
     async def _fail(self, exc: OmaBridgeError) -> StreamEvent:
         agent = self._agent
@@ -476,8 +474,8 @@ class _AcpRun:
     ) -> StreamEvent:
         self._release()
         if usage is None:
-            usage = self._turn.usage() if self._agent is not None else TokenUsage()
-        output = self._turn.output
+            usage = self.turn.usage() if self._agent is not None else TokenUsage()
+        output = self.turn.output
         result = AgentRunResult(
             success=error is None and not aborted,
             output=output,
@@ -486,7 +484,7 @@ class _AcpRun:
                 {"role": "assistant", "content": [{"type": "text", "text": output}]},
             ],
             token_usage=usage,
-            tool_calls=self._turn.tool_calls,
+            tool_calls=self.turn.tool_calls,
             aborted=aborted,
             budget_exceeded=budget_exceeded,
             error=error,
