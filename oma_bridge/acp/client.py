@@ -119,7 +119,7 @@ class AcpBackend:
         self._active: weakref.ref[_AcpRun] | None = None
         self._idle: anyio.Event | None = None  # set when _active is released
         self._closed = False  # aclose() was called: start no agent, queue no run
-        self._queued = 0  # runs waiting in _begin for the session
+        self._queued = 0  # runs waiting in _wait_turn for the session
         self._unqueued: anyio.Event | None = None  # set when _queued drops to 0
 
     @property
@@ -277,6 +277,7 @@ class _AcpRun:
         self._request = request
         self._agent: AgentProcess | None = None
         self._prompt_id: int | str | None = None
+        # Fed by the agent's routing table with this turn's session/updates.
         self.turn = TurnUpdates()
         self._started = 0.0
         self._deadline = float("inf")
