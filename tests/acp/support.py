@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from oma_bridge import Agent, AgentConfig
 from oma_bridge.acp import AcpBackendConfig
@@ -52,3 +55,32 @@ def _entries(log: Path) -> list[dict[str, Any]]:
 
 def methods(log: Path) -> list[str]:
     return [f.get("method", "<response>") for f in frames(log)]
+
+
+def when_sent(method: str) -> tuple[Any, anyio.Event]:
+    """An ``on_frame`` observer, and the event it sets once ``method`` is sent."""
+    sent = anyio.Event()
+
+    def observe(direction: str, message: Any) -> None:
+        if direction == "out" and isinstance(message, dict):
+            if message.get("method") == method:
+                sent.set()
+
+    return observe, sent
+
+
+def open_fifo(path: Path) -> int:
+    """A FIFO at ``path`` for a peer to write lines to (``ACP_NOTIFY``)."""
+    os.mkfifo(path)
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+
+async def wait_line(fd: int, line: str) -> None:
+    """Wait until ``line`` arrives on the FIFO ``fd`` (bound it with fail_after)."""
+    data = b""
+    while line.encode() + b"\n" not in data:
+        await anyio.wait_readable(fd)
+        try:
+            data += os.read(fd, 4096)
+        except BlockingIOError:
+            continue

@@ -12,7 +12,7 @@ from oma_bridge import (
     TextEvent,
 )
 
-from .support import WAIT, agent_for, fake_agent, methods
+from .support import WAIT, agent_for, fake_agent, methods, when_sent
 
 
 async def test_leaving_the_stream_early_cancels_the_turn(tmp_path) -> None:
@@ -39,6 +39,19 @@ async def test_timeout_cancels_and_reports_aborted(tmp_path) -> None:
     assert isinstance(result.error, BackendTimeout)
     assert result.output.startswith("s0 ")
     assert "session/cancel" in methods(log)
+
+
+async def test_the_timeout_starts_when_the_prompt_is_sent(tmp_path) -> None:
+    # The agent takes longer to start than the whole turn may take: start-up is
+    # governed by startup_timeout, and the turn's clock starts at the prompt.
+    log = tmp_path / "log"
+    config = fake_agent(log, "--init-delay", "1.5", timeout=1.0)
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            result = await agent.run("say:in time")
+    assert result.success, result.error
+    assert result.output == "in time"
+    assert "session/cancel" not in methods(log)
 
 
 async def test_a_cancel_scope_sends_session_cancel(tmp_path) -> None:
@@ -138,7 +151,8 @@ async def test_bare_run_without_async_with(tmp_path) -> None:
 
 
 async def test_backend_aclose_from_another_task_aborts_the_run(tmp_path) -> None:
-    config = fake_agent(tmp_path / "log")
+    observe, prompted = when_sent("session/prompt")
+    config = fake_agent(tmp_path / "log", on_frame=observe)
     backend = config.create_backend()
     agent = agent_for(backend)
     results = []
@@ -149,8 +163,7 @@ async def test_backend_aclose_from_another_task_aborts_the_run(tmp_path) -> None
     with anyio.fail_after(WAIT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            while backend.session_id is None:  # noqa: ASYNC110 (no event to wait on)
-                await anyio.sleep(0.01)
+            await prompted.wait()
             await backend.aclose()
     [result] = results
     assert not result.success and result.aborted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any
 
 import anyio
@@ -11,7 +12,17 @@ import pytest
 from oma_bridge import BackendExitError, BackendStartError, ErrorEvent, TextEvent
 from oma_bridge.bridge.backend import RunRequest
 
-from .support import WAIT, agent_for, fake_agent, frames, methods, sent_methods
+from .support import (
+    WAIT,
+    agent_for,
+    fake_agent,
+    frames,
+    methods,
+    open_fifo,
+    sent_methods,
+    wait_line,
+    when_sent,
+)
 
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 
@@ -60,7 +71,10 @@ async def test_a_run_queued_behind_an_abandoned_one_starts(tmp_path) -> None:
 
 async def test_backend_aclose_kills_an_agent_ignoring_sigterm(tmp_path) -> None:
     log = tmp_path / "log"
-    config = fake_agent(log, "--ignore-sigterm", kill_grace=1.0, cancel_grace=0.3)
+    observe, prompted = when_sent("session/prompt")
+    config = fake_agent(
+        log, "--ignore-sigterm", kill_grace=1.0, cancel_grace=0.3, on_frame=observe
+    )
     backend = config.create_backend()
     agent = agent_for(backend)
     results = []
@@ -71,8 +85,7 @@ async def test_backend_aclose_kills_an_agent_ignoring_sigterm(tmp_path) -> None:
     with anyio.fail_after(WAIT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            while "session/prompt" not in methods(log):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+            await prompted.wait()
             await backend.aclose()
     # The run's own task let go of the pipes before they were closed: a
     # result, not an OSError (EBADF) out of the run.
@@ -98,7 +111,9 @@ async def test_backend_aclose_while_the_consumer_is_not_iterating(tmp_path) -> N
 
 async def test_aclose_ends_queued_runs_and_starts_no_agent(tmp_path) -> None:
     log = tmp_path / "log"
-    backend = fake_agent(log, kill_grace=0.3, cancel_grace=0.3).create_backend()
+    observe, prompted = when_sent("session/prompt")
+    config = fake_agent(log, kill_grace=0.3, cancel_grace=0.3, on_frame=observe)
+    backend = config.create_backend()
     agent = agent_for(backend)
     results: dict[str, Any] = {}
 
@@ -108,8 +123,7 @@ async def test_aclose_ends_queued_runs_and_starts_no_agent(tmp_path) -> None:
     with anyio.fail_after(WAIT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, "first", "slow")
-            while backend.session_id is None:  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+            await prompted.wait()
             tg.start_soon(run, "queued", "say:queued")
             await anyio.wait_all_tasks_blocked()  # queued behind "first"
             await backend.aclose()
@@ -177,21 +191,25 @@ async def test_cancelled_while_explaining_a_broken_connection(tmp_path) -> None:
     log = tmp_path / "log"
     # kill_grace: how long the run waits for the agent to exit after its
     # stdout closed; the cancellation arrives during that wait.
-    backend = fake_agent(log, kill_grace=WAIT).create_backend()
-    events = backend.stream(request("closeout"))
-    with anyio.fail_after(WAIT):
-        async with anyio.create_task_group() as tg:
+    fifo = open_fifo(tmp_path / "notify")
+    env = {"ACP_NOTIFY": str(tmp_path / "notify")}
+    backend = fake_agent(log, kill_grace=WAIT, env=env).create_backend()
+    try:
+        events = backend.stream(request("closeout"))
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
 
-            async def consume() -> None:
-                async for _ in events:
-                    pass
+                async def consume() -> None:
+                    async for _ in events:
+                        pass
 
-            tg.start_soon(consume)
-            while "closed stdout" not in sent_methods(log).values():  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-            await anyio.wait_all_tasks_blocked()
-            tg.cancel_scope.cancel()
-        # The cancelled run still stopped its agent and let go of the session.
-        assert backend.session_id is None
-        assert [event async for event in events] == []
-        await backend.aclose()
+                tg.start_soon(consume)
+                await wait_line(fifo, "closed stdout")
+                await anyio.wait_all_tasks_blocked()  # the run waits for the exit
+                tg.cancel_scope.cancel()
+            # The cancelled run still stopped its agent and let go of the session.
+            assert backend.session_id is None
+            assert [event async for event in events] == []
+            await backend.aclose()
+    finally:
+        os.close(fifo)

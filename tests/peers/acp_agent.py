@@ -6,9 +6,11 @@ initialize), --auth (session/new answers -32000 until authenticate), --load
 session resume), --modes (session/new returns modes), --config (session/new
 returns config options: model model-1|model-2, grouped), --commands (after
 answering session/new, send an available_commands_update, as agents do),
---stderr-noise N (write N KiB to stderr at start), --ignore-sigterm.
+--stderr-noise N (write N KiB to stderr at start), --ignore-sigterm,
+--init-delay SECONDS (answer initialize that much later: a slow start-up).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
+ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
@@ -346,6 +348,9 @@ def prompt_turn(sid: str, text: str) -> str:
             chunk(sid, "closing")
             os.close(1)
             log({"_sent": "closed stdout", "id": None})
+            if os.environ.get("ACP_NOTIFY"):
+                with open(os.environ["ACP_NOTIFY"], "w") as fifo:
+                    fifo.write("closed stdout\n")
             while os.read(0, 65536):
                 pass
             os._exit(0)
@@ -405,6 +410,7 @@ def main() -> None:
         if method == "initialize":
             if "--no-init" in ARGS:
                 continue
+            time.sleep(float(flag_value("--init-delay", "0") or 0))
             caps: dict = {"promptCapabilities": {}}
             if "--load" in ARGS:
                 caps["loadSession"] = True

@@ -1,0 +1,472 @@
+"""One spawned ACP agent: its process, connection, session and client services.
+
+``AgentProcess`` spawns the agent, answers ``initialize`` with what its
+routing table serves, authenticates when asked to, opens (or loads, or
+resumes) the session and stops the whole process group. While the agent is
+read, its stderr and the terminals' pipes are serviced as side channels
+(``backends._fdstream``), so neither a chatty agent nor a command blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections import deque
+from typing import TYPE_CHECKING, final
+
+import anyio
+
+from ..backends._fdstream import FdReceiveStream, FdSendStream, SideChannels
+from ..backends._proc import (
+    Child,
+    StderrTail,
+    child_env,
+    exit_error,
+    resolve_executable,
+)
+from ..backends._redact import secret_values
+from ..bridge import (
+    BackendStartError,
+    BackendTimeout,
+    OmaBridgeError,
+    ProtocolError,
+    RemoteError,
+)
+from . import methods as m
+from ._client_router import client_capabilities, client_router
+from ._files import FileSandbox
+from ._framing import NdjsonStream
+from ._permissions import CANCELLED_OUTCOME
+from ._terminals import Terminals
+from .connection import Connection, RequestError
+
+if TYPE_CHECKING:
+    import weakref
+
+    from ..bridge import JSONValue
+    from ._client_config import AcpBackendConfig
+    from ._routing import Params
+    from .client import _AcpRun
+
+__all__ = ("AgentProcess",)
+
+logger = logging.getLogger(__name__)
+
+_AUTH_ADVICE = (
+    "set AcpBackendConfig.auth_method to one of these ids, or log in with the "
+    "agent's own command first"
+)
+
+
+def _select_values(options: JSONValue) -> list[str]:
+    """The value ids of a select option, flat or grouped (ACP session config)."""
+    values: list[str] = []
+    for entry in options if isinstance(options, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        group = entry.get("options")
+        for choice in group if isinstance(group, list) else [entry]:
+            if isinstance(choice, dict) and isinstance(choice.get("value"), str):
+                values.append(choice["value"])  # type: ignore[arg-type]
+    return values
+
+
+@final
+class AgentProcess:
+    """One spawned agent: its child, connection, session and client services."""
+
+    def __init__(self, config: AcpBackendConfig) -> None:
+        self.config = config
+        self.cwd = os.path.abspath(config.cwd or os.getcwd())
+        self.child: Child | None = None
+        self.side = SideChannels()
+        self.tail = StderrTail(config.stderr_tail_bytes)
+        self.secrets: tuple[str, ...] = ()
+        self.writer: FdSendStream | None = None
+        self.reader: FdReceiveStream | None = None
+        self.stream: NdjsonStream | None = None
+        self.conn: Connection | None = None
+        self.session_id = ""
+        self.auth_methods: list[dict[str, JSONValue]] = []
+        self.system_prompt_sent = False
+        self.replaying = False
+        self.last_used = 0  # cumulative usage_update.used at the end of the last turn
+        self.last_cost: float | None = None
+        # The run whose turn is in flight: weak, so a run its consumer dropped
+        # without aclose() dies and is noticed (see AcpBackend._active).
+        self.run: weakref.ref[_AcpRun] | None = None
+        # session/update params for config.on_update, read but not yet passed on.
+        self.raw_updates: deque[dict[str, JSONValue]] = deque()
+        # session/cancel is on its way: permission requests get `cancelled`.
+        self.cancelling = False
+        self.sandbox = FileSandbox(
+            (self.cwd, *config.extra_roots), max_bytes=config.max_line_bytes // 2
+        )
+        self.terminals: Terminals | None = None
+        if config.terminal:
+            self.terminals = Terminals(
+                self.side,
+                sandbox=self.sandbox,
+                env=dict(config.env or {}),
+                max_output=config.terminal_output_bytes,
+            )
+        self.router = client_router(self)
+        self.stopped = False
+        self.session_used = False  # a run has prompted the current session
+
+    # -- start -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Spawn, initialize and open the session.
+
+        Raises:
+            OmaBridgeError: any failure; the caller stops this process.
+        """
+        config = self.config
+        env = child_env(config.env, config.scrub_env)
+        self.secrets = secret_values(env)
+        argv = [
+            resolve_executable(config.command, env.get("PATH"), self.cwd),
+            *config.args,
+        ]
+        child = self.child = Child(argv, env=env, cwd=self.cwd, pipe_stdin=True)
+        self.side.add(child.stderr, self._drain_stderr)
+        if child.pidfd >= 0:
+            # Only to wake side-channel waits when the agent exits.
+            self.side.add(child.pidfd, lambda: self.side.remove(child.pidfd))
+        self.reader = FdReceiveStream(child.stdout, side=self.side)
+        self.writer = FdSendStream(child.stdin)
+        stream = self.stream = NdjsonStream(
+            self.reader, self.writer, max_line_bytes=config.max_line_bytes
+        )
+        conn = self.conn = Connection(
+            stream, handler=self.router, observe=config.on_frame
+        )
+        init = await conn.request(m.INITIALIZE, self._initialize_params())
+        if not isinstance(init, dict):
+            raise ProtocolError("The agent answered initialize with a non-object.")
+        version = init.get("protocolVersion")
+        if version != m.PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"The agent speaks ACP protocol version {version!r}; oma-bridge "
+                f"speaks version {m.PROTOCOL_VERSION}. Use an agent release that "
+                "supports version 1."
+            )
+        methods = init.get("authMethods")
+        self.auth_methods = (
+            [a for a in methods if isinstance(a, dict)]
+            if isinstance(methods, list)
+            else []
+        )
+        caps = init.get("agentCapabilities")
+        await self._open_session(caps if isinstance(caps, dict) else {})
+
+    def _initialize_params(self) -> dict[str, JSONValue]:
+        from .. import __version__
+
+        return {
+            "protocolVersion": m.PROTOCOL_VERSION,
+            # Derived from the routing table: advertised is what is routed.
+            "clientCapabilities": client_capabilities(self.router),
+            "clientInfo": {"name": "oma-bridge", "version": __version__},
+        }
+
+    async def _open_session(self, caps: dict[str, JSONValue]) -> None:
+        config = self.config
+        params: dict[str, JSONValue] = {
+            "cwd": self.cwd,
+            "mcpServers": [dict(s) for s in config.mcp_servers],
+        }
+        if config.session_id is None:
+            result = await self._with_auth(m.SESSION_NEW, params)
+            session_id = result.get("sessionId") if isinstance(result, dict) else None
+            if not isinstance(session_id, str):
+                raise ProtocolError(
+                    "The agent answered session/new without a sessionId."
+                )
+            self.session_id = session_id
+        else:
+            params["sessionId"] = config.session_id
+            session_caps = caps.get("sessionCapabilities")
+            if caps.get("loadSession") is True:
+                method = m.SESSION_LOAD
+            elif (
+                isinstance(session_caps, dict)
+                and session_caps.get("resume") is not None
+            ):
+                method = m.SESSION_RESUME
+            else:
+                raise BackendStartError(
+                    config.command,
+                    reason=f"session_id={config.session_id!r} was given but the agent "
+                    "advertises neither loadSession nor session resume",
+                )
+            self.session_id = config.session_id
+            # A load replays the conversation as session/update notifications;
+            # they are history, not output of any run.
+            self.replaying = True
+            try:
+                result = await self._with_auth(method, params)
+            finally:
+                self.replaying = False
+            # The earlier session already carries the system prompt.
+            self.system_prompt_sent = True
+        if config.mode is not None and isinstance(result, dict):
+            await self._set_mode(result.get("modes"))
+        if config.config_options and isinstance(result, dict):
+            await self._set_config_options(result.get("configOptions"))
+
+    async def _set_config_options(self, offered: JSONValue) -> None:
+        """Set each wanted option the agent offers, with a value it offers."""
+        options = {
+            option.get("id"): option
+            for option in (offered if isinstance(offered, list) else [])
+            if isinstance(option, dict)
+        }
+        for config_id, value in self.config.config_options.items():
+            option = options.get(config_id)
+            if option is None or option.get("type") != "select":
+                logger.warning(
+                    "config option %r ignored: the agent offers %s",
+                    config_id,
+                    sorted(str(k) for k in options),
+                )
+                continue
+            if value not in _select_values(option.get("options")):
+                logger.warning(
+                    "config option %r=%r ignored: the agent offers %s",
+                    config_id,
+                    value,
+                    _select_values(option.get("options")),
+                )
+                continue
+            if option.get("currentValue") != value:
+                assert self.conn is not None
+                await self.conn.request(
+                    m.SESSION_SET_CONFIG_OPTION,
+                    {
+                        "sessionId": self.session_id,
+                        "configId": config_id,
+                        "value": value,
+                    },
+                )
+
+    async def _set_mode(self, modes: JSONValue) -> None:
+        if not isinstance(modes, dict):
+            logger.info(
+                "mode %r ignored: the agent offers no session modes", self.config.mode
+            )
+            return
+        available = modes.get("availableModes")
+        ids = (
+            [x.get("id") for x in available if isinstance(x, dict)]
+            if isinstance(available, list)
+            else []
+        )
+        if self.config.mode not in ids:
+            logger.info("mode %r ignored: the agent offers %s", self.config.mode, ids)
+            return
+        if modes.get("currentModeId") != self.config.mode:
+            assert self.conn is not None
+            await self.conn.request(
+                m.SESSION_SET_MODE,
+                {"sessionId": self.session_id, "modeId": self.config.mode},
+            )
+
+    async def _with_auth(self, method: str, params: dict[str, JSONValue]) -> JSONValue:
+        assert self.conn is not None
+        try:
+            return await self.conn.request(method, params)
+        except RemoteError as exc:
+            if exc.rpc_code != m.AUTH_REQUIRED:
+                raise
+            if self.config.auth_method is None:
+                raise self.auth_error(exc) from None
+            ids = [a.get("id") for a in self.auth_methods]
+            if self.config.auth_method not in ids:
+                raise self.auth_error(
+                    exc, f"auth_method={self.config.auth_method!r} is not one of them"
+                ) from None
+        await self.conn.request(m.AUTHENTICATE, {"methodId": self.config.auth_method})
+        return await self.conn.request(method, params)
+
+    def auth_error(self, exc: RemoteError, advice: str = _AUTH_ADVICE) -> RemoteError:
+        """``exc`` (a -32000 answer) with the agent's advertised auth methods."""
+        offered = (
+            ", ".join(f"{a.get('id')} ({a.get('name')})" for a in self.auth_methods)
+            or "no authMethods at all"
+        )
+        return RemoteError(
+            exc.method,
+            rpc_code=exc.rpc_code,
+            message=f"{exc.rpc_message}. The agent requires authentication and "
+            f"advertises these auth methods: {offered}; {advice}.",
+            data=exc.data,
+        )
+
+    # -- side channels ------------------------------------------------------------
+
+    def _drain_stderr(self) -> None:
+        child = self.child
+        assert child is not None
+        try:
+            data = os.read(child.stderr, 64 * 1024)
+        except BlockingIOError:
+            return
+        if data:
+            self.tail.feed(data)
+            return
+        self.side.remove(child.stderr)
+        os.close(child.stderr)
+        child.stderr = -1
+
+    def stderr_text(self) -> str:
+        if self.child is not None and self.child.stderr >= 0:
+            self.side.service()
+        return self.tail.text(self.secrets)
+
+    # -- what the routing table calls ---------------------------------------------
+
+    def on_session_update(self, params: Params) -> None:
+        raw = params.raw
+        if raw.get("sessionId") != self.session_id:
+            return
+        if self.config.on_update is not None:
+            self.raw_updates.append(raw)
+        run = self.run() if self.run is not None else None
+        if self.replaying or run is None:
+            return
+        update = raw.get("update")
+        if isinstance(update, dict):
+            run.turn.feed(update)
+
+    async def pass_updates(self) -> None:
+        """Await ``config.on_update`` for the updates read so far, in order."""
+        hook = self.config.on_update
+        assert hook is not None
+        while self.raw_updates:
+            await hook(self.raw_updates.popleft())
+
+    async def keep_drained(self) -> None:
+        """Service the side channels until cancelled (a sibling of a callback)."""
+        with contextlib.suppress(anyio.ClosedResourceError):
+            await self.side.wait_until(lambda: False)
+        await anyio.sleep_forever()  # closed by AcpBackend.aclose(): nothing to drain
+
+    async def new_session(self) -> None:
+        """Replace the session with a new one (``session_per_run``).
+
+        Raises:
+            OmaBridgeError: the agent refused, broke the protocol, or took longer
+                than ``startup_timeout`` (BackendTimeout).
+        """
+        self.system_prompt_sent = False
+        self.last_used, self.last_cost = 0, None  # usage is cumulative per session
+        with anyio.move_on_after(self.config.startup_timeout) as scope:
+            await self._open_session({})
+        if scope.cancelled_caught:
+            raise BackendTimeout(
+                f"Opening a new session of the ACP agent {self.config.command!r}",
+                timeout=self.config.startup_timeout,
+            )
+        self.session_used = False
+
+    async def cancel_turn(self, prompt_id: int | str) -> bool:
+        """Cancel the turn in flight and read it to its end, within cancel_grace.
+
+        Requests the agent made that were cut short are answered first.
+
+        Returns:
+            Whether the turn ended; if not, the caller stops this process.
+        """
+        conn = self.conn
+        assert conn is not None
+        if conn.error is not None or (self.writer and self.writer.torn):
+            return False
+        try:
+            with anyio.move_on_after(self.config.cancel_grace):
+                await conn.answer_abandoned(_abandoned_answer)
+                if not conn.has_response(prompt_id):
+                    await conn.notify(m.SESSION_CANCEL, {"sessionId": self.session_id})
+                while not conn.has_response(prompt_id):
+                    await conn.pump()
+                await conn.wait_response(prompt_id)
+                if self.raw_updates:
+                    await self.pass_updates()  # what it sent before ending the turn
+                return True
+        except OmaBridgeError:
+            return conn.error is None
+        except anyio.ClosedResourceError:  # AcpBackend.aclose() closed it
+            return False
+        return False
+
+    # -- stop ----------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Close stdin, terminate and reap the whole group, release everything.
+
+        A task still reading or writing the agent's pipes (a run that
+        ``AcpBackend.aclose()`` gave up waiting for) is woken with
+        ``ClosedResourceError`` before they are closed.
+        """
+        if self.stopped:
+            return
+        self.stopped = True
+        with anyio.CancelScope(shield=True):
+            if self.terminals is not None:
+                self.terminals.release_all()
+            child = self.child
+            if child is not None:
+                if child.stdin >= 0:
+                    anyio.notify_closing(child.stdin)
+                if self.writer is not None:
+                    await self.writer.aclose()
+                child.close_stdin()
+                if not child.has_exited():
+                    # A polite agent exits when its stdin closes.
+                    with (
+                        anyio.move_on_after(min(self.config.kill_grace, 0.5)),
+                        contextlib.suppress(anyio.ClosedResourceError),
+                    ):
+                        await self.side.wait_until(child.has_exited)
+                await child.terminate(self.config.kill_grace)
+            if self.reader is not None:
+                await self.reader.aclose()  # before its descriptor is closed
+            if child is not None:
+                for fd in (child.stdout, child.stderr):
+                    if fd >= 0:
+                        anyio.notify_closing(fd)
+                child.close()
+            self.side.close()
+
+    async def explain(self, exc: OmaBridgeError) -> OmaBridgeError:
+        """Turn a broken connection into the most useful error (exit code, stderr).
+
+        When the agent closed its stdout, wait (bounded) for it to exit and
+        report how it ended; otherwise (garbage, oversize frame) keep the
+        ProtocolError and add its stderr tail.
+        """
+        child = self.child
+        if child is None or not isinstance(exc, ProtocolError):
+            return exc
+        if self.stream is not None and self.stream.at_eof:
+            with (
+                anyio.move_on_after(self.config.kill_grace),
+                contextlib.suppress(anyio.ClosedResourceError),
+            ):
+                await self.side.wait_until(child.has_exited)
+        if child.has_exited():
+            return exit_error(self.config.command, child.reap(), self.stderr_text())
+        tail = self.stderr_text().strip()
+        if not tail:
+            return exc
+        err = ProtocolError(f"{exc} The agent's stderr ends with:\n{tail}")
+        err.line_preview = exc.line_preview
+        return err
+
+
+def _abandoned_answer(method: str) -> JSONValue | RequestError:
+    if method == m.SESSION_REQUEST_PERMISSION:
+        return CANCELLED_OUTCOME
+    return RequestError(m.REQUEST_CANCELLED, "Request cancelled")

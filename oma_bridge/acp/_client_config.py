@@ -1,0 +1,201 @@
+"""The ACP client role's configuration and the types its callbacks see."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
+
+from ..bridge import InputProfile
+from ._framing import DEFAULT_MAX_LINE_BYTES
+
+if TYPE_CHECKING:
+    from ..bridge import JSONValue
+    from .client import AcpBackend
+
+__all__ = (
+    "AcpBackendConfig",
+    "ClientDelegate",
+    "FrameObserver",
+    "PermissionAnswer",
+    "PermissionCallback",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "UpdateHook",
+)
+
+_POLICIES = ("auto-approve", "reject", "read-only")
+
+
+class PermissionRequest(NamedTuple):
+    """What a permission callback is asked about (``session/request_permission``).
+
+    Attributes:
+        title: The tool call's title, as the agent gave it.
+        kind: The tool kind ("read", "edit", "execute", ...), if given.
+        option_kinds: The kinds of the options offered, in order.
+        options: The options as sent (``optionId``, ``name``, ``kind``).
+        tool_call: The tool call as sent.
+        session_id: The ACP session.
+    """
+
+    title: str
+    kind: str | None
+    option_kinds: tuple[str, ...]
+    options: tuple[dict[str, JSONValue], ...]
+    tool_call: dict[str, JSONValue]
+    session_id: str
+
+
+PermissionAnswer: TypeAlias = bool | str
+PermissionCallback: TypeAlias = Callable[
+    [PermissionRequest],
+    PermissionAnswer | Awaitable[PermissionAnswer | None] | None,
+]
+#: ``delegate(method, params)``: serves a request the agent makes of its client;
+#: None means "not served here" (see ``AcpBackendConfig.delegate``).
+ClientDelegate: TypeAlias = Callable[[str, "JSONValue"], Awaitable["JSONValue"]]
+#: ``on_update(params)``: sees a ``session/update`` as the agent sent it (see
+#: ``AcpBackendConfig.on_update``).
+UpdateHook: TypeAlias = Callable[[dict[str, "JSONValue"]], Awaitable[None]]
+#: ``on_frame(direction, message)``: sees a JSON-RPC message to ("out") or from
+#: ("in") the agent (see ``AcpBackendConfig.on_frame``).
+FrameObserver: TypeAlias = Callable[[Literal["in", "out"], "JSONValue"], None]
+PermissionPolicy: TypeAlias = (
+    Literal["auto-approve", "reject", "read-only"] | PermissionCallback
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcpBackendConfig:
+    """Drive ``command`` as an ACP agent over stdio, one session reused across runs.
+
+    Attributes:
+        command: The agent executable (looked up on the child's PATH) or a path.
+        args: Its arguments, as separate argv elements.
+        env: Variables merged over the parent's environment for the agent.
+        scrub_env: Variables removed from the inherited environment first.
+        cwd: The session's working directory (default: the current one); also
+            the root of the file sandbox.
+        permission: How ``session/request_permission`` is answered:
+            ``"read-only"`` (default: approve read/search/think, reject the
+            rest), ``"auto-approve"``, ``"reject"``, or a callable (sync or async)
+            taking a ``PermissionRequest`` and returning True (allow, least
+            privilege), False (reject), an option id, or None (ask ``delegate``;
+            without one, reject).
+        permission_timeout: Seconds a callable may take; then it is a reject.
+        mcp_servers: MCP server descriptions passed through to the session as
+            given (ACP wire shape, e.g. ``{"name", "command", "args", "env"}``).
+        fs: Serve ``fs/read_text_file`` and ``fs/write_text_file`` inside the
+            sandbox (advertised to the agent only when True).
+        terminal: Serve ``terminal/*`` (advertised only when True).
+        delegate: Serves the agent's ``fs/*`` and ``terminal/*`` requests before
+            the built-in sandbox and terminals (which serve them when it returns
+            None), and the permission requests the ``permission`` callable
+            answers with None; ``oma-bridge serve --acp`` forwards them to the
+            editor this way. A ``RemoteError`` it raises is sent back as that
+            JSON-RPC error. ``fs`` and ``terminal`` still decide what is
+            advertised to the agent.
+        on_update: Awaited with the params of every ``session/update`` the
+            agent sends for the session, as sent (``sessionId``, ``update``,
+            ``_meta``; every kind, including those no event is made of), in
+            order and before the events made of it, which are unchanged.
+            ``oma-bridge serve --acp`` passes updates through to the editor
+            this way. It runs in the task reading the agent, a run's consumer:
+            updates the agent sends between runs come when the next run starts
+            reading. An ``OmaBridgeError`` it raises fails the run.
+        on_frame: Called with every JSON-RPC message to (``"out"``) and from
+            (``"in"``) the agent, for logging (``serve --transcript`` records
+            the agent side this way); it must not block.
+        extra_roots: More directories the file sandbox admits besides ``cwd``.
+        auth_method: The ``authMethods`` id to authenticate with when the agent
+            requires authentication.
+        startup_timeout: Seconds for spawn, ``initialize`` and the session.
+        session_id: Load or resume this earlier session instead of a new one.
+        session_per_run: Open a new session (``session/new``) for every run
+            after the first, on the same agent process, so that no run sees
+            another's turns (batch jobs). Cannot be combined with ``session_id``.
+        mode: A session mode id to switch to, if the agent offers it.
+        config_options: Session config options to set, ``{config id: value id}``
+            (e.g. ``{"model": "model-2"}``); each is set only when the agent
+            offers that option with that value, and skipped (logged) otherwise.
+        timeout: Seconds per run (the turn is then cancelled).
+        cancel_grace: Seconds a cancelled turn may take to end before the agent
+            is killed.
+        kill_grace: Seconds between SIGTERM and SIGKILL when stopping the agent.
+        max_line_bytes: The largest frame accepted from the agent.
+        stderr_tail_bytes: How much of the agent's stderr errors show.
+        terminal_output_bytes: Cap on the output kept per terminal.
+    """
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    scrub_env: tuple[str, ...] = ()
+    cwd: str | None = None
+    permission: PermissionPolicy = "read-only"
+    permission_timeout: float = 300.0
+    mcp_servers: tuple[Mapping[str, JSONValue], ...] = ()
+    fs: bool = False
+    terminal: bool = False
+    delegate: ClientDelegate | None = None
+    on_update: UpdateHook | None = None
+    on_frame: FrameObserver | None = None
+    extra_roots: tuple[str, ...] = ()
+    auth_method: str | None = None
+    startup_timeout: float = 60.0
+    session_id: str | None = None
+    session_per_run: bool = False
+    mode: str | None = None
+    config_options: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    cancel_grace: float = 5.0
+    kill_grace: float = 2.0
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    stderr_tail_bytes: int = 8 * 1024
+    terminal_output_bytes: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.command, str) or not self.command:
+            raise TypeError("AcpBackendConfig.command must be a non-empty str")
+        if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
+            raise TypeError("AcpBackendConfig.args must be a sequence of str")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
+        object.__setattr__(self, "extra_roots", tuple(self.extra_roots))
+        if not callable(self.permission) and self.permission not in _POLICIES:
+            raise ValueError(
+                "AcpBackendConfig.permission must be 'auto-approve', 'reject', "
+                f"'read-only' or a callable, got {self.permission!r}"
+            )
+        self._check_numbers()
+        if self.session_per_run and self.session_id is not None:
+            raise ValueError(
+                "AcpBackendConfig.session_per_run opens new sessions; it cannot "
+                "be combined with session_id"
+            )
+
+    def _check_numbers(self) -> None:
+        for name in ("startup_timeout", "permission_timeout", "cancel_grace"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"AcpBackendConfig.{name} must be positive")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("AcpBackendConfig.timeout must be positive")
+        if self.max_line_bytes <= 0:
+            raise ValueError("AcpBackendConfig.max_line_bytes must be positive")
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return InputProfile(transport="acp")
+
+    def create_backend(self) -> AcpBackend:
+        from .client import AcpBackend
+
+        return AcpBackend(self)
+
+    def with_cwd(self, cwd: str) -> AcpBackendConfig:
+        return dataclasses.replace(self, cwd=cwd)
+
+    def with_fresh_sessions(self) -> AcpBackendConfig:
+        return dataclasses.replace(self, session_per_run=True)

@@ -1,0 +1,132 @@
+"""Answering ``session/request_permission``: policy, callback, delegate, option.
+
+The policy (or the callback) decides allow, reject, a specific option, or
+"no opinion" (None, then the delegate is asked). An allow selects the least
+privilege offered (``allow_once`` before ``allow_always``); a reject selects a
+reject option, and without one the request is declined with ``cancelled``.
+After ``session/cancel`` every request is answered ``cancelled`` (ACP, prompt
+turn: cancellation); that check lives with the caller, which knows the turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._client_config import PermissionRequest
+from ._routing import invalid_params
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
+    from ..bridge import JSONValue
+    from ._client_config import PermissionAnswer, PermissionPolicy
+    from ._routing import Params
+
+__all__ = (
+    "CANCELLED_OUTCOME",
+    "decide",
+    "outcome",
+    "permission_request",
+)
+
+logger = logging.getLogger(__name__)
+
+CANCELLED_OUTCOME: dict[str, JSONValue] = {"outcome": {"outcome": "cancelled"}}
+_READ_KINDS = frozenset({"read", "search", "think"})
+_ALLOW = ("allow_once", "allow_always")  # least privilege first
+_REJECT = ("reject_once", "reject_always")
+
+
+def permission_request(params: Params) -> PermissionRequest:
+    """Decode the request's params (``options`` must be a list: else -32602)."""
+    offered = params.get("options")
+    if not isinstance(offered, list):
+        raise invalid_params("'options' must be a list")
+    options = tuple(o for o in offered if isinstance(o, dict))
+    tool_call = params.get("toolCall")
+    tool_call = tool_call if isinstance(tool_call, dict) else {}
+    kind = tool_call.get("kind")
+    return PermissionRequest(
+        title=str(tool_call.get("title") or ""),
+        kind=kind if isinstance(kind, str) else None,
+        option_kinds=tuple(str(o.get("kind")) for o in options),
+        options=options,
+        tool_call=tool_call,
+        session_id=str(params.raw.get("sessionId", "")),
+    )
+
+
+async def decide(
+    policy: PermissionPolicy,
+    request: PermissionRequest,
+    *,
+    time_limit: float,
+    background: Callable[[], Coroutine[Any, Any, None]],
+) -> PermissionAnswer | None:
+    """What ``policy`` answers; a failing or late callback is a reject.
+
+    Args:
+        policy: A named policy or a callable (sync or async).
+        request: What is asked.
+        time_limit: Seconds the callable may take.
+        background: Run beside the callable until it answers (it keeps the
+            agent's side channels drained); it must run until cancelled.
+
+    Returns:
+        True (allow), False (reject), an option id, or None (no opinion).
+    """
+    if policy == "auto-approve":
+        return True
+    if policy == "reject":
+        return False
+    if policy == "read-only":
+        return request.kind in _READ_KINDS
+    assert callable(policy)
+    try:
+        with anyio.fail_after(time_limit):
+            async with anyio.create_task_group() as tg:
+                # This task group lives only inside this call.
+                tg.start_soon(background)
+                answer = policy(request)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+                tg.cancel_scope.cancel()
+    except TimeoutError:
+        logger.warning("permission callback timed out; rejecting %r", request.title)
+        return False
+    except Exception:
+        logger.exception("permission callback failed; rejecting %r", request.title)
+        return False
+    if answer is None:
+        return None  # the callback defers to the delegate
+    if not isinstance(answer, (bool, str)):
+        logger.warning("permission callback returned %r; rejecting", answer)
+        return False
+    return answer
+
+
+def outcome(answer: PermissionAnswer, request: PermissionRequest) -> JSONValue:
+    """The ``RequestPermissionResponse`` for ``answer``."""
+    options = request.options
+    if isinstance(answer, str):
+        if answer in [o.get("optionId") for o in options]:
+            return _selected(answer)
+        logger.warning(
+            "permission callback returned unknown option %r; rejecting", answer
+        )
+        answer = False
+    for wanted in (_ALLOW if answer else _REJECT), _REJECT:
+        for option_kind in wanted:
+            for option in options:
+                if option.get("kind") == option_kind:
+                    return _selected(option.get("optionId"))
+    # No option of the wanted kind: decline without selecting anything.
+    return CANCELLED_OUTCOME
+
+
+def _selected(option_id: JSONValue) -> JSONValue:
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}

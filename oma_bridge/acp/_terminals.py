@@ -1,0 +1,273 @@
+"""The terminals an ACP agent may run: commands in their own process groups.
+
+Each terminal is a ``Child`` in its own process group, with stdout and stderr
+merged into one bounded buffer (the oldest bytes are dropped and ``truncated``
+is set). Their pipes and pidfd are serviced through ``SideChannels`` whenever
+the client waits, so a chatty command never blocks on a full pipe; without a
+pidfd (macOS, or ``pidfd_open`` refused) exit is polled in short steps. Kill
+signals the whole group; release kills, reaps and forgets it.
+
+This module knows nothing of JSON-RPC: it raises ``TerminalError``s, which the
+client's routing table maps to error codes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+from typing import TYPE_CHECKING, NamedTuple, final
+
+import anyio
+
+from ..backends._proc import (
+    EXIT_UNKNOWN,
+    Child,
+    StderrTail,
+    child_env,
+    exit_signal,
+    resolve_executable,
+)
+from ..bridge.errors import OmaBridgeError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ..backends._fdstream import SideChannels
+    from ._files import FileSandbox
+
+__all__ = (
+    "ExitStatus",
+    "TerminalError",
+    "TerminalOutput",
+    "TerminalStartError",
+    "Terminals",
+    "UnknownTerminal",
+)
+
+_READ_CHUNK = 64 * 1024
+_EXIT_POLL_MAX = 0.05  # seconds between exit checks of a terminal without a pidfd
+
+
+class TerminalError(Exception):
+    """A terminal request that could not be served."""
+
+
+class UnknownTerminal(TerminalError):
+    """No terminal has this id (never created, or released)."""
+
+
+class TerminalStartError(TerminalError):
+    """The command could not be started."""
+
+
+class ExitStatus(NamedTuple):
+    """How a command ended; both None when the status is unknown."""
+
+    exit_code: int | None
+    signal: str | None
+
+
+class TerminalOutput(NamedTuple):
+    """What a terminal has printed so far, and its exit status once it ended."""
+
+    output: str
+    truncated: bool
+    exit_status: ExitStatus | None
+
+
+@final
+class _Terminal:
+    def __init__(self, child: Child, side: SideChannels, limit: int) -> None:
+        self.child = child
+        self.side = side
+        self.output = StderrTail(limit, utf8_start=True)
+        self.exit_status: ExitStatus | None = None
+        for fd in (child.stdout, child.stderr):
+            side.add(fd, lambda fd=fd: self._on_output(fd))  # type: ignore[misc]
+        if child.pidfd >= 0:
+            side.add(child.pidfd, self._on_exit)
+
+    def _on_output(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not data:
+            self.side.remove(fd)
+            os.close(fd)
+            if fd == self.child.stdout:
+                self.child.stdout = -1
+            else:
+                self.child.stderr = -1
+            return
+        self.output.feed(data)
+
+    def _on_exit(self) -> None:
+        if self.child.pidfd >= 0:
+            self.side.remove(self.child.pidfd)
+        code = self.child.reap()  # also kills what is left of its group
+        name = exit_signal(code)
+        # Both null when the status is unknown (the host auto-reaps children).
+        known = code != EXIT_UNKNOWN and name is None
+        self.exit_status = ExitStatus(code if known else None, name)
+
+    def poll_exit(self) -> None:
+        """Without a pidfd nothing wakes the side channels at exit: look."""
+        if self.exit_status is None and self.child.has_exited():
+            self._on_exit()
+
+    def is_done(self) -> bool:
+        """Exited, and every byte it wrote has been collected."""
+        child = self.child
+        return self.exit_status is not None and child.stdout < 0 and child.stderr < 0
+
+    def snapshot(self) -> TerminalOutput:
+        text = self.output.data().decode("utf-8", "replace")
+        return TerminalOutput(text, self.output.dropped, self.exit_status)
+
+    def kill(self) -> None:
+        if self.exit_status is None:
+            self.child.killpg(signal.SIGKILL)
+
+    def release(self) -> None:
+        for fd in (self.child.stdout, self.child.stderr, self.child.pidfd):
+            if fd >= 0:
+                self.side.remove(fd)
+        self.child.kill_now()  # SIGKILL to the group, reap, close descriptors
+
+
+@final
+class Terminals:
+    """The terminals of one session.
+
+    Args:
+        side: Where their pipes are serviced.
+        sandbox: Confines a requested ``cwd``; its first root is the default.
+        env: Overrides merged over the client's environment for each command.
+        max_output: Cap on retained output per terminal, also when the agent
+            asks for more.
+    """
+
+    def __init__(
+        self,
+        side: SideChannels,
+        *,
+        sandbox: FileSandbox,
+        env: Mapping[str, str],
+        max_output: int,
+    ) -> None:
+        self._side = side
+        self._sandbox = sandbox
+        self._env = dict(env)
+        self._max_output = max_output
+        self._terminals: dict[str, _Terminal] = {}
+        self._ids = itertools.count(1)
+
+    def _get(self, terminal_id: str) -> _Terminal:
+        terminal = self._terminals.get(terminal_id)
+        if terminal is None:
+            raise UnknownTerminal(f"no terminal {terminal_id!r}")
+        return terminal
+
+    def create(
+        self,
+        command: str,
+        *,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+    ) -> str:
+        """Start ``command`` with ``args``; returns the new terminal's id.
+
+        Args:
+            command: The program, looked up on the command's PATH.
+            args: Its arguments.
+            env: Variables merged over the configured environment.
+            cwd: Its working directory, confined to the sandbox (default: the
+                session's cwd).
+            output_byte_limit: Output to retain (never above the configured cap).
+
+        Raises:
+            SandboxError: ``cwd`` is outside the sandbox.
+            TerminalStartError: the command could not be started.
+        """
+        directory = (
+            self._sandbox.roots[0] if cwd is None else self._sandbox.resolve(cwd)
+        )
+        limit = self._max_output
+        if output_byte_limit is not None:
+            limit = min(output_byte_limit, limit)
+        child_vars = child_env({**self._env, **(env or {})})
+        try:
+            argv = [
+                resolve_executable(command, child_vars.get("PATH"), directory),
+                *args,
+            ]
+            child = Child(argv, env=child_vars, cwd=directory, pipe_stdin=False)
+        except OmaBridgeError as exc:
+            raise TerminalStartError(str(exc)) from None
+        terminal_id = f"term-{next(self._ids)}"
+        self._terminals[terminal_id] = _Terminal(child, self._side, limit)
+        return terminal_id
+
+    def output(self, terminal_id: str) -> TerminalOutput:
+        """What the command printed so far (and how it ended, if it has).
+
+        Raises:
+            UnknownTerminal: no such terminal.
+        """
+        terminal = self._get(terminal_id)
+        self._side.service()  # collect what is already there
+        if terminal.child.pidfd < 0:
+            terminal.poll_exit()
+        return terminal.snapshot()
+
+    async def wait_for_exit(self, terminal_id: str) -> ExitStatus:
+        """Wait until the command exited and all its output was collected.
+
+        Raises:
+            UnknownTerminal: no such terminal.
+        """
+        terminal = self._get(terminal_id)
+        if terminal.child.pidfd >= 0:
+            await self._side.wait_until(terminal.is_done)
+        else:
+            # Poll for exit in growing steps (as Child.wait_exit does), still
+            # woken at once by output, which keeps the pipes drained.
+            delay = 0.001
+            while True:
+                self._side.service()
+                terminal.poll_exit()
+                if terminal.is_done():
+                    break
+                with anyio.move_on_after(delay):
+                    await anyio.wait_readable(self._side.fileno())
+                delay = min(delay * 2, _EXIT_POLL_MAX)
+        assert terminal.exit_status is not None
+        return terminal.exit_status
+
+    def kill(self, terminal_id: str) -> None:
+        """Kill the command's process group; its output stays readable.
+
+        Raises:
+            UnknownTerminal: no such terminal.
+        """
+        self._get(terminal_id).kill()
+
+    def release(self, terminal_id: str) -> None:
+        """Kill and reap the command, and forget the terminal.
+
+        Raises:
+            UnknownTerminal: no such terminal.
+        """
+        terminal = self._get(terminal_id)
+        del self._terminals[terminal_id]
+        terminal.release()
+
+    def release_all(self) -> None:
+        """Kill, reap and forget every terminal (the turn or session ended)."""
+        terminals, self._terminals = self._terminals, {}
+        for terminal in terminals.values():
+            terminal.release()

@@ -1,0 +1,173 @@
+"""The pure session/update accumulator: update dicts in, events and totals out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from oma_bridge import (
+    AgentRefusal,
+    PlanEvent,
+    ProtocolError,
+    TextEvent,
+    ThoughtEvent,
+    TokenUsage,
+    ToolCallEvent,
+    ToolCallRecord,
+    ToolCallUpdateEvent,
+    UsageEvent,
+)
+from oma_bridge.acp._updates import TurnUpdates, content_text, turn_end
+
+
+def fed(*updates: dict[str, Any], **kw: Any) -> TurnUpdates:
+    turn = TurnUpdates(**kw)
+    for update in updates:
+        turn.feed(update)
+    return turn
+
+
+def text(chunk: str, kind: str = "agent_message_chunk") -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": chunk}}
+
+
+def test_message_chunks_become_text_events_and_the_output() -> None:
+    turn = fed(text("Hel"), text("lo"), text("hmm", "agent_thought_chunk"), text(""))
+    assert list(turn.events) == [TextEvent("Hel"), TextEvent("lo"), ThoughtEvent("hmm")]
+    assert turn.output == "Hello"  # thoughts are not output
+
+
+@pytest.mark.parametrize(
+    ("block", "shown"),
+    [
+        (
+            {"type": "image", "mimeType": "image/png", "data": "..."},
+            "[image image/png]",
+        ),
+        ({"type": "audio"}, "[audio]"),
+        ({"type": "resource_link", "uri": "file:///a"}, "[resource link: file:///a]"),
+        ({"type": "resource", "resource": {"uri": "u", "text": "body"}}, "body"),
+        (
+            {"type": "resource", "resource": {"uri": "u", "blob": "AA=="}},
+            "[resource: u]",
+        ),
+        ({"type": "video"}, "[video content]"),
+        ("not a block", ""),
+    ],
+)
+def test_non_text_blocks_are_shown_not_dropped(block: Any, shown: str) -> None:
+    assert content_text(block) == shown
+
+
+def test_tool_calls_are_recorded_and_updated() -> None:
+    turn = fed(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "Read a",
+            "kind": "read",
+            "status": "pending",
+            "rawInput": {"path": "a"},
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "completed",
+            "content": [{"type": "content"}],
+            "rawOutput": "A",
+        },
+        # An update for a call never announced still makes a record.
+        {"sessionUpdate": "tool_call_update", "toolCallId": "c2", "title": "late"},
+    )
+    assert list(turn.events) == [
+        ToolCallEvent("c1", "Read a", "read", "pending", {"path": "a"}),
+        ToolCallUpdateEvent(
+            "c1", "Read a", "completed", [{"type": "content"}], raw_output="A"
+        ),
+        ToolCallUpdateEvent("c2", "late"),
+    ]
+    assert turn.tool_calls == (
+        ToolCallRecord("c1", "Read a", "read", "completed", {"path": "a"}, "A"),
+        ToolCallRecord("c2", "late"),
+    )
+
+
+def test_the_latest_plan_is_kept() -> None:
+    first = [{"content": "one", "status": "pending"}]
+    second = [{"content": "one", "status": "completed"}, "junk"]
+    turn = fed(
+        {"sessionUpdate": "plan", "entries": first},
+        {"sessionUpdate": "plan", "entries": second},
+        {"sessionUpdate": "plan", "entries": "not a list"},
+    )
+    assert list(turn.events) == [PlanEvent(first), PlanEvent([second[0]])]
+    assert turn.plan == [second[0]]
+
+
+def test_cumulative_usage_becomes_the_turns_increase() -> None:
+    turn = fed(
+        {"sessionUpdate": "usage_update", "used": 150, "size": 1000},
+        {"sessionUpdate": "usage_update", "used": 180, "cost": {"amount": 0.5}},
+        base_used=100,
+        base_cost=0.25,
+    )
+    assert list(turn.events) == [
+        UsageEvent(TokenUsage(50, 0, None)),
+        UsageEvent(TokenUsage(80, 0, 0.25)),
+    ]
+    assert (turn.used, turn.cost) == (180, 0.5)
+    # The reply adds output tokens; its inputTokens yield to usage_update.
+    reply = {"stopReason": "end_turn", "usage": {"inputTokens": 9, "outputTokens": 7}}
+    assert turn.usage(reply) == TokenUsage(80, 7, 0.25)
+
+
+def test_without_usage_updates_the_reply_counts() -> None:
+    turn = fed(text("x"), base_used=100)
+    reply = {"usage": {"inputTokens": 9, "outputTokens": 7}}
+    assert turn.usage(reply) == TokenUsage(9, 7, None)
+    assert turn.usage(None) == TokenUsage()
+    assert turn.used is None
+
+
+def test_a_reading_below_the_base_never_counts_negative() -> None:
+    # A new session (or a compaction) may report less than before.
+    turn = fed({"sessionUpdate": "usage_update", "used": 10}, base_used=100)
+    assert turn.usage() == TokenUsage(0, 0, None)
+
+
+def test_unknown_and_event_less_kinds_are_ignored() -> None:
+    turn = fed(
+        {"sessionUpdate": "available_commands_update", "availableCommands": []},
+        {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
+        {"sessionUpdate": "user_message_chunk", "content": {"type": "text"}},
+        {"sessionUpdate": 5},
+        {},
+    )
+    assert not turn.events
+    assert turn.output == ""
+    assert turn.tool_calls == ()
+
+
+@pytest.mark.parametrize(
+    ("reply", "budget_exceeded", "aborted", "error"),
+    [
+        ({"stopReason": "end_turn"}, False, False, None),
+        ({}, False, False, None),
+        (None, False, False, None),
+        ({"stopReason": "max_tokens"}, True, False, None),
+        ({"stopReason": "max_turn_requests"}, True, False, None),
+        ({"stopReason": "cancelled"}, False, True, None),
+        ({"stopReason": "refusal"}, False, False, AgentRefusal),
+        ({"stopReason": "bored"}, False, False, ProtocolError),
+    ],
+)
+def test_the_stop_reason_decides_how_the_turn_ended(
+    reply, budget_exceeded, aborted, error
+) -> None:
+    end = turn_end(reply)
+    assert (end.budget_exceeded, end.aborted) == (budget_exceeded, aborted)
+    if error is None:
+        assert end.error is None
+    else:
+        assert isinstance(end.error, error)
