@@ -125,10 +125,16 @@ async def test_an_agent_that_never_answers_initialize(tmp_path) -> None:
 
 
 async def test_cancelling_during_startup_stops_the_start(tmp_path) -> None:
-    config = fake_agent(tmp_path / "log", "--no-init")
-    async with agent_for(config) as agent:
-        with anyio.move_on_after(0.3):
-            await agent.run("say:x")
+    log = tmp_path / "log"
+    config = fake_agent(log, "--no-init")
+    with anyio.fail_after(WAIT):
+        async with agent_for(config) as agent:
+            with anyio.move_on_after(0.3) as scope:
+                await agent.run("say:x")
+    assert scope.cancelled_caught  # it was still starting when cancelled
+    # The pending initialize was cancelled and nothing else was asked; the leak
+    # fixture checks that the agent's process group is gone.
+    assert methods(log) == ["initialize", "$/cancel_request"]
 
 
 async def test_noisy_stderr_never_blocks_the_agent(tmp_path) -> None:
