@@ -13,13 +13,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import functools
 import os
 import select
 import signal
 import time
 import weakref
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 # anyio is imported by the async methods that use it: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
@@ -30,6 +29,8 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Iterable, Mapping, Sequence
     from typing import IO
+
+    from ._glibc_spawn import Spawn
 
 _LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
 
@@ -55,22 +56,13 @@ def child_env(
 def child_environb(
     overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
 ) -> dict[bytes, bytes]:
-    """``child_env`` as bytes: copying ``os.environb`` decodes nothing, which is
-    most of the per-run cost of building an environment for a batch item."""
-    env = dict(environ_bytes())
+    """``child_env`` as bytes: copying ``os.environb`` decodes nothing."""
+    env = dict(os.environb)
     for name in scrub:
         env.pop(os.fsencode(name), None)
     if overrides:
         env.update((os.fsencode(k), os.fsencode(v)) for k, v in overrides.items())
     return env
-
-
-def environ_bytes() -> Mapping[bytes, bytes]:
-    """The process environment as bytes, not copied: do not modify it."""
-    # CPython keeps it in ``_data`` (POSIX): copying or comparing that dict is
-    # one C call, where going through ``os.environb`` is a Python call per key.
-    data = getattr(os.environb, "_data", None)
-    return data if isinstance(data, dict) else os.environb
 
 
 def resolve_executable(command: str, search: str | None, cwd: str | None) -> str:
@@ -209,127 +201,6 @@ def _prefill(fd: int, data: bytes) -> int:
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
-class _Spawn(Protocol):
-    def __call__(
-        self,
-        path: str,
-        argv: list[str],
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-        *,
-        file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
-        setsid: bool,
-        setsigdef: tuple[int, ...],
-    ) -> int: ...
-
-
-@functools.cache
-def spawn_releasing_gil() -> _Spawn | None:
-    """``os.posix_spawn`` for glibc, called through ctypes; None elsewhere.
-
-    ``posix_spawn`` returns once the child has exec'd (vfork): on a busy
-    machine the caller waits for the child to be scheduled, a millisecond or
-    more. ``os.posix_spawn`` holds the GIL all that time; a ctypes call
-    releases it, so a batch can spawn from worker threads while its loop goes
-    on with results. It supports what ``Child`` uses: DUP2 and OPEN file
-    actions, ``setsid`` and ``setsigdef``.
-    """
-    try:
-        libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (AttributeError, ValueError, OSError):
-        return None
-    major, _, minor = libc_version.removeprefix("glibc ").partition(".")
-    if not libc_version.startswith("glibc ") or (int(major), int(minor)) < (2, 26):
-        return None  # POSIX_SPAWN_SETSID came in glibc 2.26
-    import ctypes
-
-    # Only posix_spawn itself releases the GIL (CDLL). The quick calls that
-    # build its arguments keep it (PyDLL): under load every release is a GIL
-    # hand-off between the spawning threads and the loop, a futex each.
-    libc = ctypes.PyDLL(None)
-    spawn_call = ctypes.CDLL(None, use_errno=True).posix_spawn
-    setsigdef_flag, setsid_flag = 0x04, 0x80  # POSIX_SPAWN_SETSIGDEF, _SETSID
-    state_size = 1024  # glibc's file-actions and attr structs: 80 and 336 bytes
-
-    @functools.cache
-    def attributes(
-        setsid: bool, setsigdef: tuple[int, ...]
-    ) -> ctypes.Array[ctypes.c_char]:
-        """The spawn attributes, made once per kind: posix_spawn only reads them,
-        so threads spawning at the same time share them."""
-        attr = ctypes.create_string_buffer(state_size)
-        libc.posix_spawnattr_init(attr)
-        flags = setsid_flag if setsid else 0
-        if setsigdef:
-            signals = ctypes.create_string_buffer(128)  # sizeof(sigset_t)
-            libc.sigemptyset(signals)
-            for sig in setsigdef:
-                libc.sigaddset(signals, sig)
-            libc.posix_spawnattr_setsigdefault(attr, signals)
-            flags |= setsigdef_flag
-        libc.posix_spawnattr_setflags(attr, ctypes.c_short(flags))
-        return attr
-
-    def strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
-        return (ctypes.c_char_p * (len(items) + 1))(*items)  # NULL-terminated
-
-    # The last environment's C array: a batch spawns every item with the same
-    # environment object (ProcessBackend keeps one), so it is built once. One
-    # tuple, read and replaced whole, so spawning threads never mix two.
-    last_env: tuple[object, ctypes.Array[ctypes.c_char_p]] = (None, strings([]))
-
-    def environment(
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-    ) -> ctypes.Array[ctypes.c_char_p]:
-        nonlocal last_env
-        cached_for, envp = last_env
-        if cached_for is not env:
-            envp = strings(
-                [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()]
-            )
-            last_env = (env, envp)
-        return envp
-
-    def spawn(
-        path: str,
-        argv: list[str],
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-        *,
-        file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
-        setsid: bool,
-        setsigdef: tuple[int, ...],
-    ) -> int:
-        envp = environment(env)
-        args = strings([os.fsencode(arg) for arg in argv])
-        attr = attributes(setsid, setsigdef)
-        actions = ctypes.create_string_buffer(state_size)
-        pid = ctypes.c_int()
-        libc.posix_spawn_file_actions_init(actions)
-        try:
-            for action in file_actions:
-                if action[0] == os.POSIX_SPAWN_DUP2:
-                    err = libc.posix_spawn_file_actions_adddup2(
-                        actions, action[1], action[2]
-                    )
-                else:
-                    _, fd, name, flags, mode = action
-                    err = libc.posix_spawn_file_actions_addopen(
-                        actions, fd, os.fsencode(str(name)), flags, mode
-                    )
-                if err:
-                    raise OSError(err, os.strerror(err))
-            # The GIL is released for this call: other threads run meanwhile.
-            err = spawn_call(
-                ctypes.byref(pid), os.fsencode(path), actions, attr, args, envp
-            )
-        finally:
-            libc.posix_spawn_file_actions_destroy(actions)
-        if err:
-            raise OSError(err, os.strerror(err), path)
-        return pid.value
-
-    return spawn
-
-
 class Child:
     """A child process leading its own process group (its own session).
 
@@ -436,13 +307,17 @@ class Child:
         the parent is never forked); then ``finish_launch()`` it.
 
         ``release_gil``: other threads run while this one waits for the child
-        to exec (see ``spawn_releasing_gil``); where that is not available,
-        the same as without.
+        to exec (``_glibc_spawn``); where that is not available, the same as
+        without.
 
         Raises:
             BackendStartError: the spawn failed; every descriptor is closed.
         """
-        spawn = (release_gil and spawn_releasing_gil()) or os.posix_spawn
+        spawn: Spawn = os.posix_spawn
+        if release_gil:
+            from ._glibc_spawn import spawn_releasing_gil
+
+            spawn = spawn_releasing_gil() or os.posix_spawn
         try:
             self.pid = spawn(
                 self._argv[0],

@@ -36,10 +36,8 @@ from ._proc import (
     Child,
     StderrTail,
     child_environb,
-    environ_bytes,
     exit_error,
     resolve_executable,
-    spawn_releasing_gil,
 )
 from ._redact import secret_values
 
@@ -148,10 +146,10 @@ class ProcessBackend:
     def child_env(self) -> Mapping[bytes, bytes]:
         """The children's environment (read-only): the same object for every
         run until ``os.environ`` changes."""
-        current = environ_bytes()
+        current = dict(os.environb)
         if self._env is None or self._env[0] != current:
             env = child_environb(self.config.env, self.config.scrub_env)
-            self._env = (dict(current), env)
+            self._env = (current, env)
         return self._env[1]
 
     def executable(self, env: Mapping[bytes, bytes]) -> str:
@@ -284,7 +282,9 @@ class RunPool:
         self._spawned: deque[tuple[_Launch, OmaBridgeError | None]] = deque()
         self._threads: list[threading.Thread] = []
         self._waiting = False  # the loop is in (or entering) its select
-        self._spawners = spawners if spawn_releasing_gil() is not None else 0
+        from ._glibc_spawn import use_glibc_spawn
+
+        self._spawners = spawners if use_glibc_spawn() else 0
         self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._sel.register(self._wake_read, selectors.EVENT_READ, None)
 
