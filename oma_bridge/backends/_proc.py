@@ -1,7 +1,20 @@
 """Spawn a child in its own process group, drain it, kill its whole tree, reap it.
 
 Shared by every transport that starts a process (process, PTY, ACP agents, ACP
-terminals). Pipes are raw non-blocking descriptors waited on with
+terminals).
+
+Stopping is one mechanism, here, and it is THE way every child the project
+starts is stopped: ``begin_stop`` (close stdin, SIGTERM to each process group),
+a grace period for the leaders to exit, then ``end_stop`` (SIGKILL to what is
+left of each group, reap each leader). ``stop_children`` (async, shielded) and
+``stop_children_blocking`` wait out the grace for one child or many at once;
+they differ only in how they wait. ``Child.terminate(grace)`` and
+``Child.terminate_blocking(grace)`` are those for one child, ``RunPool.stop``
+for all of its runs, and a pool whose run timed out calls the two halves
+itself, with its own loop as the wait. ``Child.reap`` alone is the second half
+for a child that exited on its own (its group may still hold descendants).
+
+Pipes are raw non-blocking descriptors waited on with
 ``anyio.wait_readable``/``wait_writable``: waiting consumes nothing, so a
 cancelled wait never loses or duplicates a byte, on asyncio and trio alike.
 Exit is observed through a pidfd where the kernel has one (Linux), so no
@@ -13,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import math
 import os
 import select
 import signal
@@ -455,36 +469,21 @@ class Child:
         """Stop the whole tree: close stdin, SIGTERM, ``grace``, SIGKILL, reap.
 
         Runs shielded: it finishes even when the caller is being cancelled.
+        ``stop_children`` with this one child; returns its exit code.
         """
-        import anyio
-
-        with anyio.CancelScope(shield=True):
-            self.close_stdin()
-            if not self.has_exited():
-                self.killpg(signal.SIGTERM)
-                with anyio.move_on_after(grace):
-                    await self.wait_exit()
-            code = self.reap()
-        return code
+        await stop_children((self,), grace)
+        assert self.returncode is not None
+        return self.returncode
 
     def terminate_blocking(self, grace: float) -> int:
         """``terminate`` for callers without an event loop; blocks up to ``grace``."""
-        self.close_stdin()
-        if not self.has_exited():
-            self.killpg(signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while not self.has_exited() and (left := deadline - time.monotonic()) > 0:
-                if self.pidfd >= 0:
-                    select.select([self.pidfd], [], [], left)
-                else:
-                    time.sleep(min(left, 0.01))
-        return self.reap()
+        stop_children_blocking((self,), grace)
+        assert self.returncode is not None
+        return self.returncode
 
     def kill_now(self) -> None:
         """Synchronous last resort (finalizers, interpreter exit): SIGKILL and reap."""
-        if self.returncode is None:
-            self.reap()
-        self.close()
+        end_stop((self,), close=True)
 
     # -- descriptors -------------------------------------------------------------
 
@@ -512,6 +511,64 @@ class Child:
         # A stream abandoned without aclose(): never leave the tree running.
         if getattr(self, "returncode", 0) is None:
             self.kill_now()
+
+
+# -- the one kill-and-reap ----------------------------------------------------------
+
+
+def begin_stop(children: Iterable[Child]) -> None:
+    """The first half of a stop: close each stdin, SIGTERM each process group
+    whose leader still runs."""
+    for child in children:
+        child.close_stdin()
+        if not child.has_exited():
+            child.killpg(signal.SIGTERM)
+
+
+def end_stop(children: Iterable[Child], *, close: bool = False) -> None:
+    """The second half: SIGKILL what is left of each group, reap each leader,
+    and with ``close`` close every descriptor too."""
+    for child in children:
+        child.reap()
+        if close:
+            child.close()
+
+
+def stop_children_blocking(
+    children: Sequence[Child], grace: float, *, close: bool = False
+) -> None:
+    """Stop ``children`` without an event loop: ``begin_stop``, up to ``grace``
+    seconds blocked in ``poll`` for them all to exit, ``end_stop``."""
+    begin_stop(children)
+    deadline = time.monotonic() + grace
+    while True:
+        running = [child for child in children if not child.has_exited()]
+        left = deadline - time.monotonic()
+        if not running or left <= 0:
+            break
+        if all(child.pidfd >= 0 for child in running):
+            poller = select.poll()
+            for child in running:
+                poller.register(child.pidfd, select.POLLIN)
+            poller.poll(math.ceil(left * 1000))
+        else:  # no pidfd (not Linux): poll for the exits now and then
+            time.sleep(min(left, 0.01))
+    end_stop(children, close=close)
+
+
+async def stop_children(
+    children: Sequence[Child], grace: float, *, close: bool = False
+) -> None:
+    """``stop_children_blocking`` for async callers: the same steps, waiting
+    with anyio. Shielded: it finishes even when the caller is being cancelled."""
+    import anyio
+
+    with anyio.CancelScope(shield=True):
+        begin_stop(children)
+        with anyio.move_on_after(grace):
+            for child in children:
+                await child.wait_exit()
+        end_stop(children, close=close)
 
 
 @atexit.register
