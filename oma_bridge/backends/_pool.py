@@ -14,9 +14,9 @@ from collections import deque
 from typing import TYPE_CHECKING, NamedTuple, final
 
 from ..bridge import BackendStartError, OmaBridgeError
-from ._drive import RunIO, advance, plan_run
 from ._proc import begin_stop, stop_children_blocking
 from ._run import Step
+from ._runio import RunIO, advance, plan_run
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -210,15 +210,7 @@ class RunPool:
     def wait(self, timeout: float | None) -> list[tuple[Hashable, AgentRunResult]]:
         """Block until some I/O, a run's deadline, ``timeout`` or ``wake``;
         return the runs that ended, with their tokens."""
-        now = time.monotonic()
-        budget = float("inf") if timeout is None else timeout
-        due: list[tuple[float, _Run]] = []
-        for run in self._timed:
-            assert run.io is not None
-            left = run.io.timer(now)
-            if left != float("inf"):
-                due.append((now + left, run))
-                budget = min(budget, left)
+        budget, due = self._timers(time.monotonic(), timeout)
         # A spawning thread wakes the select only while the loop is in it
         # (or about to be): a child spawned before is seen right after.
         self._waiting = True
@@ -226,18 +218,7 @@ class RunPool:
             budget = 0
         ready = self._sel.poll(None if budget == float("inf") else max(budget, 0))
         self._waiting = False
-        now = time.monotonic()
-        touched: dict[_Run, None] = {}
-        watched = self._sel.watched
-        for fd, events in ready:
-            owner = watched.get(fd)
-            if owner is not None:
-                assert owner.io is not None
-                owner.io.handle(((fd, events),), now)
-                touched[owner] = None
-            elif fd == self._wake_read:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self._wake_read, 4096)
+        touched = self._dispatch(ready, time.monotonic())
         ended = self._take_spawned()
         now = time.monotonic()
         touched.update((run, None) for at, run in due if at <= now)
@@ -250,6 +231,35 @@ class RunPool:
             elif run.core.returncode is not None:
                 self._timed[run] = None  # its pipes get a grace period
         return ended
+
+    def _timers(
+        self, now: float, timeout: float | None
+    ) -> tuple[float, list[tuple[float, _Run]]]:
+        """How long the poll may block, and when each timed run needs a look."""
+        budget = float("inf") if timeout is None else timeout
+        due: list[tuple[float, _Run]] = []
+        for run in self._timed:
+            assert run.io is not None
+            left = run.io.timer(now)
+            if left != float("inf"):
+                due.append((now + left, run))
+                budget = min(budget, left)
+        return budget, due
+
+    def _dispatch(self, ready: list[tuple[int, int]], now: float) -> dict[_Run, None]:
+        """Do the I/O the poll found ready; the runs it touched."""
+        touched: dict[_Run, None] = {}
+        watched = self._sel.watched
+        for fd, events in ready:
+            owner = watched.get(fd)
+            if owner is not None:
+                assert owner.io is not None
+                owner.io.handle(((fd, events),), now)
+                touched[owner] = None
+            elif fd == self._wake_read:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_read, 4096)
+        return touched
 
     def _check(self, run: _Run, now: float) -> DoneEvent | ErrorEvent | None:
         """After I/O or a timer: the terminal event if the run is over.

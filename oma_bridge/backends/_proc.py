@@ -32,12 +32,15 @@ import select
 import signal
 import time
 import weakref
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 # anyio is imported by the async methods that use it: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
-from ..bridge.errors import BackendExitError, BackendStartError
-from ._redact import redact
+from ..bridge.errors import BackendStartError
+
+# Re-exported: the transports import them from here, with the rest of a child.
+from ._command import child_env, child_environb, resolve_executable
+from ._exit import EXIT_UNKNOWN, StderrTail, exit_error, exit_signal
 
 if TYPE_CHECKING:
     import subprocess
@@ -46,143 +49,22 @@ if TYPE_CHECKING:
 
     from ._glibc_spawn import Spawn
 
+__all__ = (
+    "EXIT_UNKNOWN",
+    "Child",
+    "StderrTail",
+    "begin_stop",
+    "child_env",
+    "child_environb",
+    "end_stop",
+    "exit_error",
+    "exit_signal",
+    "resolve_executable",
+    "stop_children",
+    "stop_children_blocking",
+)
+
 _LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
-
-#: ``Child.returncode`` after ``reap()`` when the exit status could not be
-#: collected: the host ignores SIGCHLD (or reaps children itself), so the kernel
-#: discarded it. One past the largest exit status and not negative, so it is
-#: never a real status or a signal; ``exit_error`` reports it as unknown.
-EXIT_UNKNOWN: Final = 256
-
-
-def child_env(
-    overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
-) -> dict[str, str]:
-    """The parent's environment, minus ``scrub``, with ``overrides`` merged over it."""
-    env = dict(os.environ)
-    for name in scrub:
-        env.pop(name, None)
-    if overrides:
-        env.update(overrides)
-    return env
-
-
-def child_environb(
-    overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
-) -> dict[bytes, bytes]:
-    """``child_env`` as bytes: copying ``os.environb`` decodes nothing."""
-    env = dict(os.environb)
-    for name in scrub:
-        env.pop(os.fsencode(name), None)
-    if overrides:
-        env.update((os.fsencode(k), os.fsencode(v)) for k, v in overrides.items())
-    return env
-
-
-def resolve_executable(command: str, search: str | None, cwd: str | None) -> str:
-    """Find ``command`` on ``search`` (the child's PATH) before anything is spawned.
-
-    Raises:
-        BackendStartError: it does not exist or is not executable (names the PATH
-            searched), or ``cwd`` is not a directory.
-    """
-    if cwd is not None and not os.path.isdir(cwd):
-        raise BackendStartError(
-            command, reason=f"working directory {cwd!r} does not exist"
-        )
-    if os.sep in command:
-        path = (
-            command
-            if os.path.isabs(command)
-            else os.path.join(cwd or os.getcwd(), command)
-        )
-        if not os.path.isfile(path):
-            raise BackendStartError(command, reason="no such file")
-        if not os.access(path, os.X_OK):
-            raise BackendStartError(command, reason="the file is not executable")
-        return path
-    if search is None:
-        search = os.defpath
-    # shutil.which's search, without importing shutil (and with it bz2 and
-    # lzma) at every CLI start.
-    for directory in dict.fromkeys(search.split(os.pathsep)):
-        path = os.path.join(directory, command)
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    raise BackendStartError(command, reason="command not found", searched_path=search)
-
-
-def exit_signal(code: int) -> str | None:
-    """The name of the signal that ended a child, from its exit code.
-
-    Args:
-        code: As ``os.waitstatus_to_exitcode`` gives it: negative for a signal.
-
-    Returns:
-        ``"SIGKILL"`` and the like (``"signal 42"`` for a number Python has no
-        name for), or None when the child exited normally.
-    """
-    if code >= 0:
-        return None
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def exit_error(command: str, code: int, tail: str) -> BackendExitError:
-    """The error for a child that ended with ``code`` (non-zero or unknown).
-
-    Args:
-        command: The command as configured, for the message.
-        code: As ``reap()`` returns it: negative for a signal, or EXIT_UNKNOWN.
-        tail: Its stderr tail, secrets already redacted.
-    """
-    if code == EXIT_UNKNOWN:
-        return BackendExitError(command, stderr_tail=tail)
-    name = exit_signal(code)
-    if name is not None:
-        return BackendExitError(command, signal=name, stderr_tail=tail)
-    return BackendExitError(command, exit_code=code, stderr_tail=tail)
-
-
-class StderrTail:
-    """The last ``limit`` bytes a child wrote (stderr, or a terminal's output).
-
-    Args:
-        limit: Bytes kept; older ones are dropped and ``dropped`` is set.
-        utf8_start: Also drop the continuation bytes of a UTF-8 sequence cut
-            at the start, so the kept bytes decode without a stray U+FFFD.
-    """
-
-    def __init__(self, limit: int, *, utf8_start: bool = False) -> None:
-        self.limit = limit
-        self.utf8_start = utf8_start
-        self._buf = bytearray()
-        self.dropped = False
-
-    def feed(self, data: bytes) -> None:
-        self._buf += data
-        excess = len(self._buf) - self.limit
-        if excess > 0:
-            if self.utf8_start:
-                # 0b10xxxxxx is a continuation byte: never start on one.
-                while excess < len(self._buf) and self._buf[excess] & 0xC0 == 0x80:
-                    excess += 1
-            del self._buf[:excess]
-            self.dropped = True
-
-    def data(self) -> bytes:
-        """The kept bytes, unredacted."""
-        return bytes(self._buf)
-
-    def text(self, secrets: Iterable[str] = ()) -> str:
-        """The tail as text with secrets redacted; a cut first line is dropped."""
-        data = bytes(self._buf)
-        if self.dropped:
-            # A line cut in the middle might hold half a secret no pattern matches.
-            data = data.partition(b"\n")[2]
-        return redact(data.decode("utf-8", "replace"), secrets)
 
 
 def _nonblocking(fd: int) -> None:

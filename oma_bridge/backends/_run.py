@@ -216,20 +216,24 @@ class RunCore:
 
     def next_step(self, now: float) -> Step:
         """What the driver does next (see ``Step``)."""
-        if self._terminal is not None or self._failure is not None:
-            return Step.FINISH
-        exited = self.returncode is not None
-        if exited and (self._timed_out or self._aborted):
+        if self._over():
             return Step.FINISH
         if self._kill_at is not None:
             return Step.KILL if now >= self._kill_at else Step.WAIT
-        if exited and not self.stdout_open and not self.stderr_open:
-            return Step.FINISH
         if now >= self.deadline:
             return Step.TERMINATE
         if self._exited_at is not None and now >= self._pipes_due():
             return Step.CLOSE_PIPES
         return Step.WAIT
+
+    def _over(self) -> bool:
+        if self._terminal is not None or self._failure is not None:
+            return True
+        if self.returncode is None:
+            return False
+        # Stopped (timed out, aborted), or ended on its own and fully read.
+        drained = not self.stdout_open and not self.stderr_open
+        return self._timed_out or self._aborted or drained
 
     def timer(self, now: float) -> float:
         """Seconds until ``next_step`` can change without I/O (may be infinite)."""
