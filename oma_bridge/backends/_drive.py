@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, final
 
 from ._run import Step
-from ._runio import RunIO, advance, plan_run, selected
+from ._runio import Plan, RunIO, advance, selected
 
 if TYPE_CHECKING:
     import weakref
@@ -38,7 +38,7 @@ def run_blocking(
     sees every event as it comes, the terminal one last. Any exception
     (``KeyboardInterrupt`` included) kills and reaps the tree first."""
     emit = on_event or (lambda event: None)
-    plan = plan_run(backend, request, now=time.monotonic())
+    plan = Plan(backend, request, now=time.monotonic())
     child = plan.spawn() if plan.ok else None
     if child is None:
         terminal = plan.core.finish(time.monotonic())
@@ -122,7 +122,7 @@ class ProcessRun:
             raise
 
     def _start(self) -> RunCore:
-        plan = plan_run(self._backend, self._request, now=time.monotonic())
+        plan = Plan(self._backend, self._request, now=time.monotonic())
         self._core = plan.core
         child = plan.spawn() if plan.ok else None
         if child is not None:

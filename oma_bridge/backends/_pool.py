@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, final
 from ..bridge import BackendStartError, OmaBridgeError
 from ._proc import begin_stop, stop_children_blocking
 from ._run import Step
-from ._runio import RunIO, advance, plan_run
+from ._runio import Plan, RunIO, advance
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -146,7 +146,7 @@ class RunPool:
         """Start a run that ``wait`` reports under ``token``; ``timeout`` can
         only shorten the configured one. Returns the result at once, and keeps
         nothing, when the command cannot start."""
-        plan = plan_run(
+        plan = Plan(
             self._backend, request, now=time.monotonic(), timeout=timeout, events=False
         )
         run = _Run(plan.core, token)

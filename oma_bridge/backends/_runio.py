@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..bridge import RunRequest
     from .process import ProcessBackend
 
-__all__ = ("Plan", "RunIO", "Watcher", "advance", "plan_run", "selected")
+__all__ = ("Plan", "RunIO", "Watcher", "advance", "selected")
 
 _READ_SIZE = 64 * 1024
 _HUP = select.POLLHUP | select.POLLERR
@@ -37,7 +37,11 @@ _EXIT_POLL = 0.05
 
 @final
 class Plan:
-    """A run about to start: its core and the child's command line."""
+    """A run about to start: its core and the child's command line.
+
+    Everything before the spawn; ``timeout`` can only shorten the configured
+    one, and ``events=False`` is for a pool (see ``RunCore``).
+    """
 
     def __init__(
         self,
@@ -105,18 +109,6 @@ class Plan:
         except OmaBridgeError as exc:
             self.core.failed(exc)
             return None
-
-
-def plan_run(
-    backend: ProcessBackend,
-    request: RunRequest,
-    *,
-    now: float,
-    timeout: float | None = None,
-    events: bool = True,
-) -> Plan:
-    """Everything before the spawn; ``timeout`` can only shorten the configured one."""
-    return Plan(backend, request, now=now, timeout=timeout, events=events)
 
 
 # -- moving bytes ----------------------------------------------------------------------
