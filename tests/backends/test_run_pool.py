@@ -104,10 +104,16 @@ def timed_run(config: ProcessBackendConfig) -> tuple[AgentRunResult, float]:
 
 
 def wait_dead(pid: int) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while not is_dead(pid):
-        assert time.monotonic() < deadline, f"{pid} is still alive"
-        time.sleep(0.01)
+    """Block until ``pid`` has ended (a zombie counts), bounded by HANG_GUARD."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([pidfd], [], [], HANG_GUARD)
+    finally:
+        os.close(pidfd)
+    assert ready and is_dead(pid), f"{pid} is still alive"
 
 
 def test_many_runs_each_get_their_own_output(spawn_path: str, poller: str) -> None:
@@ -277,11 +283,15 @@ def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
     )
     config = python(code, kill_grace=1.0)
     with RunPool(ProcessBackend(config)) as pool:
+        started = time.monotonic()
         pool.start(request("slow"), "slow", timeout=0.2)
         while not pidfile.exists():
             assert pool.wait(0.01) == []
-        time.sleep(0.25)  # past the deadline: SIGTERM sent, SIGKILL due in 1 s
-        assert pool.wait(0) == []
+        # Wait in the pool until past the deadline: SIGTERM sent, SIGKILL due
+        # in 1 s, and the run still not reported.
+        past_deadline = started + 0.25
+        while (left := past_deadline - time.monotonic()) > 0:
+            assert pool.wait(left) == []
         for n in range(5):
             pool.start(request("quick"), n)
         tokens = [token for token, _ in drain(pool, 6)]
@@ -306,6 +316,36 @@ def test_stop_kills_every_tree_and_returns_every_token(
         assert len(pool) == 0
     for leader, grandchild in trees:
         assert proc_state(leader) is None  # killed and reaped
+        wait_dead(grandchild)
+
+
+def test_leaving_the_pool_early_kills_and_reaps_every_tree(
+    spawn_path: str, tmp_path: Path
+) -> None:
+    # What a batch does when its iteration is broken off: close() the pool.
+    pidfiles = [tmp_path / f"pids{n}" for n in range(2)]
+    # tree.py's behaviour, with the pidfile from the prompt and SIGTERM ignored.
+    code = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "g = subprocess.Popen(['sleep', '300'])\n"
+        "open(sys.argv[1] + '.tmp', 'w').write(f'{os.getpid()} {g.pid}')\n"
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+        "time.sleep(300)\n"
+    )
+    config = python(code, input="argument", kill_grace=0.2)
+    with pytest.raises(KeyboardInterrupt), RunPool(ProcessBackend(config)) as pool:
+        for n, pidfile in enumerate(pidfiles):
+            pool.start(request(str(pidfile)), n)
+        deadline = time.monotonic() + HANG_GUARD
+        while not all(p.exists() for p in pidfiles):
+            assert time.monotonic() < deadline
+            assert pool.wait(0.05) == []
+        raise KeyboardInterrupt
+    assert len(pool) == 0
+    for pidfile in pidfiles:
+        leader, grandchild = map(int, pidfile.read_text().split())
+        assert proc_state(leader) is None  # killed (SIGKILL: it ignores SIGTERM)
         wait_dead(grandchild)
 
 
