@@ -1,4 +1,11 @@
-"""Process backend: any command-line program as a text-only agent, fresh per run."""
+"""Process backend: any command-line program as a text-only agent, fresh per run.
+
+This module holds the config and the backend. A run's state lives in
+``_run.RunCore`` (no I/O); ``_runio`` wires a child to it, and three thin
+drivers wait for the I/O: the async stream and the blocking run (``_drive``)
+and the batch pool (``_pool.RunPool``, re-exported here). Spawning and the
+one kill-and-reap are in ``_proc``.
+"""
 
 from __future__ import annotations
 
