@@ -349,9 +349,10 @@ def test_leaving_the_pool_early_kills_and_reaps_every_tree(
         wait_dead(grandchild)
 
 
-def test_stop_takes_back_runs_not_yet_spawned() -> None:
+def test_stop_takes_back_runs_not_yet_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
     if not GLIBC:
         pytest.skip("spawning threads need glibc's posix_spawn")
+    monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)  # the threads' path
     with RunPool(ProcessBackend(python("import time; time.sleep(30)")),
                  spawners=1) as pool:  # fmt: skip
         for n in range(30):
@@ -451,6 +452,7 @@ def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
 ) -> None:
     if not GLIBC:
         pytest.skip("spawning threads need glibc's posix_spawn")
+    monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)  # the threads' path
     from oma_bridge.backends._proc import Child
 
     real = Child.launch
