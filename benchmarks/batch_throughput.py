@@ -1,16 +1,23 @@
-"""Measure ``oma-bridge batch`` throughput against ``xargs -P`` and its memory growth.
+"""Measure ``oma-bridge batch`` throughput against a hand-written thread pool,
+both of its spawn paths against each other, and its memory growth.
 
-Two comparisons, measured in the same run:
+All sides are measured in the same run, interleaved (the order rotates):
 
-1. Throughput: N items (default 1,000) through ``cat`` at concurrency 8.
+1. Speedup: N items (default 1,000) through ``cat`` at concurrency 8.
    Candidate: ``oma-bridge batch prompts.txt --process cat --concurrency 8 -o
-   results.jsonl`` (the CLI, because that is what replaces a shell loop: it
-   includes start-up, input checking and writing every result). Baseline:
-   ``xargs -P 8 -n 1 cat`` over one prompt file per item, output to a file:
-   one exec of the same ``cat`` per item and nothing else, the fastest shell
-   loop there is. Runs alternate between the two; the ratio is baseline wall
-   time / candidate wall time (throughput ratio), target >= 0.8.
-2. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
+   results.jsonl`` (the CLI, start-up included), once per spawn path:
+   glibc's ``posix_spawn`` through ctypes from spawning threads (the default)
+   and ``os.posix_spawn`` in the loop (``OMA_BRIDGE_SPAWN=stdlib``). Baseline:
+   the same job written by hand, in a fresh Python process:
+   ``concurrent.futures.ThreadPoolExecutor(8)`` mapping
+   ``subprocess.run(["cat"], input=...)`` over the prompts, one JSON line per
+   result. The value is the speedup, baseline wall / candidate wall, target
+   >= 1.1.
+2. Spawn paths: os.posix_spawn wall / ctypes wall (the ctypes spawn is kept
+   only if this is >= 1.15 on a quiet machine).
+3. Extra information: ``xargs -P 8 -n 1 cat`` over one prompt file per item
+   (nothing but the same execs), as the throughput ratio xargs wall / CLI wall.
+4. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
    target growth < 20 MB.
 
 It asserts nothing: it prints a table with PASS/MISS. Exit status 0 when every
@@ -35,8 +42,26 @@ from pathlib import Path
 from _common import bytecode_env, environment_line, load_line
 
 CONCURRENCY = 8
-THROUGHPUT_TARGET = 0.8
+SPEEDUP_TARGET = 1.1
+SPAWN_KEEP = 1.15
+XARGS_TARGET = 0.8
 MEMORY_TARGET_MB = 20.0
+
+#: The baseline: the batch job as one would write it by hand.
+BY_HAND = f"""\
+import concurrent.futures, json, subprocess, sys
+
+def one(prompt):
+    done = subprocess.run(["cat"], input=prompt.encode(), capture_output=True)
+    return {{"prompt": prompt, "output": done.stdout.decode(),
+             "exit_code": done.returncode}}
+
+prompts = open(sys.argv[1]).read().splitlines()
+with open(sys.argv[2], "w") as out:
+    with concurrent.futures.ThreadPoolExecutor({CONCURRENCY}) as pool:
+        for result in pool.map(one, prompts):
+            out.write(json.dumps(result) + "\\n")
+"""
 
 
 def parse_args() -> argparse.Namespace:
@@ -73,27 +98,45 @@ def write_inputs(workdir: Path, items: int) -> tuple[Path, Path]:
 _PYC = tempfile.mkdtemp(prefix="oma-bench-pyc-")
 
 
-def run_cli(prompts: Path, out: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one CLI batch (bytecode kept, as after a
-    normal install, even where PYTHONDONTWRITEBYTECODE is set)."""
-    out.unlink(missing_ok=True)
+def child_env(spawn: str | None) -> dict[str, str]:
+    """The children's environment: bytecode kept (as after a normal install,
+    even where PYTHONDONTWRITEBYTECODE is set) and OMA_BRIDGE_SPAWN as given."""
+    env = bytecode_env(_PYC) or dict(os.environ)
+    env.pop("OMA_BRIDGE_SPAWN", None)
+    if spawn is not None:
+        env["OMA_BRIDGE_SPAWN"] = spawn
+    return env
+
+
+def timed(argv: list[str], env: dict[str, str], what: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one child process run to its end."""
     start = time.perf_counter()
     child = subprocess.Popen(
-        [
-            *(*cli(), "batch", str(prompts), "--process", "cat"),
-            *("--concurrency", str(CONCURRENCY), "-o", str(out)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=bytecode_env(_PYC),
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
     )
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
     stderr = child.stderr.read().decode() if child.stderr else ""
     if child.returncode != 0:
-        raise RuntimeError(f"oma-bridge batch exited {child.returncode}: {stderr}")
+        raise RuntimeError(f"{what} exited {child.returncode}: {stderr}")
     return wall, usage.ru_maxrss / 1024
+
+
+def run_cli(prompts: Path, out: Path, spawn: str | None = None) -> tuple[float, float]:
+    """One CLI batch; ``spawn``: the OMA_BRIDGE_SPAWN value (None: unset)."""
+    out.unlink(missing_ok=True)
+    argv = [
+        *(*cli(), "batch", str(prompts), "--process", "cat"),
+        *("--concurrency", str(CONCURRENCY), "-o", str(out)),
+    ]
+    return timed(argv, child_env(spawn), "oma-bridge batch")
+
+
+def run_by_hand(prompts: Path, out: Path) -> float:
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, "-c", BY_HAND, str(prompts), str(out)]
+    return timed(argv, child_env(None), "the ThreadPoolExecutor baseline")[0]
 
 
 def run_xargs(listing: Path, out: Path) -> float:
@@ -107,68 +150,133 @@ def run_xargs(listing: Path, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | None:
+    """Wall times per side, interleaved with a rotating order; None if a side
+    wrote the wrong number of results."""
+    prompts, listing = write_inputs(work, args.items)
+    outs = {name: work / f"{name}.out" for name in ("ctypes", "stdlib", "hand")}
+    sides = {
+        "ctypes": lambda: run_cli(prompts, outs["ctypes"])[0],
+        "stdlib": lambda: run_cli(prompts, outs["stdlib"], "stdlib")[0],
+        "hand": lambda: run_by_hand(prompts, outs["hand"]),
+        "xargs": lambda: run_xargs(listing, work / "xargs.out"),
+    }
+    for side in sides.values():  # warm-up: bytecode cache, page cache
+        side()
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
+    for i in range(args.runs):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            times[name].append(sides[name]())
+    for name, out in outs.items():
+        lines = out.read_text().count("\n")
+        if lines != args.items:
+            print(f"! {name} recorded {lines} results for {args.items} items")
+            return None
+    return times
+
+
+def memory(work: Path) -> tuple[float, float]:
+    """The CLI's peak RSS (MB) on 1,000 and on 10,000 items."""
+    for sub in ("m1", "m2"):
+        (work / sub).mkdir()
+    small, _ = write_inputs(work / "m1", 1000)
+    big, _ = write_inputs(work / "m2", 10000)
+    return run_cli(small, work / "m1.jsonl")[1], run_cli(big, work / "m2.jsonl")[1]
+
+
+def row(
+    name: str, cand: float, base: float, value: float, target: str, ok: bool
+) -> None:
+    print(
+        f"{name:<56} {cand:>10.3f} {base:>10.3f} {value:>8.2f} {target:>9} "
+        f"{'PASS' if ok else 'MISS'}"
+    )
+
+
+def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
+    med = {name: statistics.median(samples) for name, samples in times.items()}
+    hand = med["hand"]
+    print()
+    print(
+        f"{'measurement (wall s, medians)':<56} {'oma-bridge':>10} {'baseline':>10} "
+        f"{'value':>8} {'target':>9} result"
+    )
+    print("-" * 104)
+    for name, label in (("ctypes", "ctypes spawn"), ("stdlib", "os.posix_spawn")):
+        speedup = hand / med[name]
+        row(
+            f"oma-bridge batch ({label}) vs ThreadPoolExecutor",
+            med[name],
+            hand,
+            speedup,
+            f">= {SPEEDUP_TARGET}",
+            speedup >= SPEEDUP_TARGET,
+        )
+    gain = med["stdlib"] / med["ctypes"]
+    row(
+        "ctypes spawn vs os.posix_spawn (keep ctypes if >=)",
+        med["ctypes"],
+        med["stdlib"],
+        gain,
+        f">= {SPAWN_KEEP}",
+        gain >= SPAWN_KEEP,
+    )
+    ratio = med["xargs"] / med["ctypes"]
+    row(
+        f"{items} items via cat, -P {CONCURRENCY}, vs xargs (info)",
+        med["ctypes"],
+        med["xargs"],
+        ratio,
+        f">= {XARGS_TARGET}",
+        ratio >= XARGS_TARGET,
+    )
+
+
+def notes(items: int, runs: int, times: dict[str, list[float]]) -> None:
+    med = {name: statistics.median(samples) for name, samples in times.items()}
+    print()
+    print(
+        textwrap.fill(
+            f"speedup = baseline wall / oma-bridge wall over {items} items, medians "
+            f"of {runs} interleaved runs per side; items/s: "
+            + ", ".join(f"{name} {items / m:.0f}" for name, m in med.items()),
+            width=100,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        )
+    )
+
+
 def main() -> int:
     args = parse_args()
     for tool in ("cat", "xargs"):
         if shutil.which(tool) is None:
             print(f"batch_throughput: {tool} is not on PATH; nothing to measure")
             return 1
-    print("batch_throughput: oma-bridge batch against xargs -P, and its memory")
+    print("batch_throughput: oma-bridge batch against a ThreadPoolExecutor by hand")
     print(environment_line())
     load = load_line()
     if load:
         print(textwrap.fill(load, width=100, subsequent_indent="  "))
     with tempfile.TemporaryDirectory(prefix="oma-batch-bench-") as tmp:
         work = Path(tmp)
-        prompts, listing = write_inputs(work, args.items)
-        out = work / "out.jsonl"
-        run_cli(prompts, out)  # warm-up: bytecode cache, page cache
-        run_xargs(listing, work / "xargs.out")
-        cand: list[float] = []
-        base: list[float] = []
-        for i in range(args.runs):
-            pair = (
-                lambda: cand.append(run_cli(prompts, out)[0]),
-                lambda: base.append(run_xargs(listing, work / "xargs.out")),
-            )
-            for fn in pair if i % 2 == 0 else pair[::-1]:
-                fn()
-        lines = out.read_text().count("\n")
-        if lines != args.items:
-            print(f"! the CLI recorded {lines} results for {args.items} items")
+        times = measure(args, work)
+        if times is None:
             return 1
-        c, b = statistics.median(cand), statistics.median(base)
-        ratio = b / c
         print("  measuring peak memory on 1,000 and 10,000 items ...", flush=True)
-        for sub in ("m1", "m2"):
-            (work / sub).mkdir()
-        small, _ = write_inputs(work / "m1", 1000)
-        big, _ = write_inputs(work / "m2", 10000)
-        rss_small = run_cli(small, work / "m1.jsonl")[1]
-        rss_big = run_cli(big, work / "m2.jsonl")[1]
+        rss_small, rss_big = memory(work)
+    report(args.items, args.runs, times)
     growth = rss_big - rss_small
-    print()
-    print(
-        f"{'measurement':<44} {'oma-bridge':>12} {'baseline':>12} {'value':>8} "
-        f"{'target':>9} result"
+    row(
+        "peak RSS, 1,000 -> 10,000 items (MB)",
+        rss_big,
+        rss_small,
+        growth,
+        f"< {MEMORY_TARGET_MB:.0f} MB",
+        growth < MEMORY_TARGET_MB,
     )
-    print("-" * 96)
-    print(
-        f"{f'{args.items} items via cat, -P {CONCURRENCY} (wall s)':<44} "
-        f"{c:>12.3f} {b:>12.3f} {ratio:>8.2f} {'>= 0.8':>9} "
-        f"{'PASS' if ratio >= THROUGHPUT_TARGET else 'MISS'}"
-    )
-    print(
-        f"{'peak RSS, 1,000 -> 10,000 items (MB)':<44} {rss_big:>12.1f} "
-        f"{rss_small:>12.1f} {growth:>8.1f} {'< 20 MB':>9} "
-        f"{'PASS' if growth < MEMORY_TARGET_MB else 'MISS'}"
-    )
-    print()
-    print(
-        f"  throughput: oma-bridge {args.items / c:.0f} items/s, xargs "
-        f"{args.items / b:.0f} items/s (medians of {args.runs} runs each, "
-        "interleaved; the value is the throughput ratio oma-bridge / xargs)"
-    )
+    notes(args.items, args.runs, times)
     print(
         "  memory: the baseline column is the 1,000-item run, the oma-bridge "
         "column the 10,000-item run; the value is the growth"

@@ -5,8 +5,8 @@ Two comparisons, each against a baseline measured in the same run, interleaved:
 1. ``Agent.run`` on ``cat`` (prompt on stdin) against a bare
    ``anyio.run_process(["cat"], input=...)`` loop, on asyncio and on trio.
 2. ``oma-bridge run --process cat x`` against ``python -c "import anyio,
-   pydantic, subprocess; subprocess.run(['cat'], input=b'x')"`` (a Python
-   process that imports the same kind of stack and runs ``cat``).
+   subprocess; subprocess.run(['cat'], input=b'x')"`` (a Python process that
+   imports anyio and runs ``cat``).
 
 Start-up is measured as after a normal install, with compiled bytecode cached:
 when PYTHONDONTWRITEBYTECODE is set (as in some dev containers), an editable
@@ -16,11 +16,12 @@ PYTHONPYCACHEPREFIX in a temporary directory instead (``--env-as-is`` turns this
 off).
 
 Each prints the median wall time per run, the ratio candidate / baseline and
-whether it meets the target (<= 1.3); below the table, the spread and the CPU
-time per run (this process plus its reaped children), which a busy machine
-disturbs far less than wall time. It asserts nothing: it is a measurement
-tool. Exit status 0 when every measurement was made (PASS or MISS), 1 when one
-could not be made (the row says why).
+whether it meets its target (<= 1.0 in-process, <= 1.2 for the cold start);
+below the table, the spread and the CPU time per run (this process plus its
+reaped children), which a busy machine disturbs far less than wall time. It
+asserts nothing: it is a measurement tool. Exit status 0 when every
+measurement was made (PASS or MISS), 1 when one could not be made (the row
+says why).
 
 Usage: python benchmarks/process_overhead.py [--quick] [--iterations N]
 [--cli-runs N] [--env-as-is]
@@ -53,12 +54,11 @@ from _common import (
 
 from oma_bridge import Agent, AgentConfig, OmaBridgeError, ProcessBackendConfig
 
-TARGET = 1.3
+IN_PROCESS_TARGET = 1.0
+CLI_TARGET = 1.2
 PROMPT = "Summarize this paragraph in one sentence, please."
 CLI_PROMPT = "x"
-BASELINE_CODE = (
-    "import anyio, pydantic, subprocess; subprocess.run(['cat'], input=b'x')"
-)
+BASELINE_CODE = "import anyio, subprocess; subprocess.run(['cat'], input=b'x')"
 
 
 def parse_args() -> argparse.Namespace:
@@ -129,7 +129,7 @@ async def _time_in_process(iterations: int, warmup: int) -> tuple[Samples, Sampl
 
 
 def in_process_row(backend: str, iterations: int) -> Row:
-    row = Row(f"Agent.run vs anyio.run_process ({backend})", target=TARGET)
+    row = Row(f"Agent.run vs anyio.run_process ({backend})", target=IN_PROCESS_TARGET)
     if backend == "trio":
         try:
             import trio  # noqa: F401
@@ -186,7 +186,7 @@ def cli_row(runs: int, env_as_is: bool) -> Row:
     prefix, note = cli_argv()
     candidate = [*prefix, "run", "--process", "cat", CLI_PROMPT]
     baseline = [sys.executable, "-c", BASELINE_CODE]
-    row = Row("oma-bridge run vs python -c (cold start)", target=TARGET, note=note)
+    row = Row("oma-bridge run vs python -c (cold start)", target=CLI_TARGET, note=note)
     with tempfile.TemporaryDirectory(prefix="oma-bench-pyc-") as cache:
         env = None if env_as_is else bytecode_env(cache)
         if env is not None:
@@ -215,15 +215,7 @@ def _time_cli(
         _checked(
             candidate, CLI_PROMPT.encode(), "`oma-bridge run --process cat x`", env
         )
-        try:
-            _checked(baseline, b"x", "the baseline `python -c ...`", env)
-        except MeasurementError as exc:
-            if "pydantic" in str(exc):
-                raise MeasurementError(
-                    f"pydantic is not importable by {sys.executable}; it is only "
-                    f"the baseline's import: {sys.executable} -m pip install pydantic"
-                ) from exc
-            raise
+        _checked(baseline, b"x", "the baseline `python -c ...`", env)
         row.candidate, row.baseline = measure_pair(
             functools.partial(_checked, candidate, CLI_PROMPT.encode(), "the CLI", env),
             functools.partial(_checked, baseline, b"x", "the baseline", env),
@@ -255,7 +247,8 @@ def main() -> int:
     print("  measuring the CLI ...", flush=True)
     rows.append(cli_row(args.cli_runs, args.env_as_is))
     print_table(
-        f"Median wall time per run (ratio = candidate / baseline, target <= {TARGET})",
+        "Median wall time per run (ratio = candidate / baseline; PASS at or "
+        "under the target)",
         rows,
     )
     load = load_line()

@@ -1,7 +1,20 @@
 """Spawn a child in its own process group, drain it, kill its whole tree, reap it.
 
 Shared by every transport that starts a process (process, PTY, ACP agents, ACP
-terminals). Pipes are raw non-blocking descriptors waited on with
+terminals).
+
+Stopping is one mechanism, here, and it is THE way every child the project
+starts is stopped: ``begin_stop`` (close stdin, SIGTERM to each process group),
+a grace period for the leaders to exit, then ``end_stop`` (SIGKILL to what is
+left of each group, reap each leader). ``stop_children`` (async, shielded) and
+``stop_children_blocking`` wait out the grace for one child or many at once;
+they differ only in how they wait. ``Child.terminate(grace)`` and
+``Child.terminate_blocking(grace)`` are those for one child, ``RunPool.stop``
+for all of its runs, and a pool whose run timed out calls the two halves
+itself, with its own loop as the wait. ``Child.reap`` alone is the second half
+for a child that exited on its own (its group may still hold descendants).
+
+Pipes are raw non-blocking descriptors waited on with
 ``anyio.wait_readable``/``wait_writable``: waiting consumes nothing, so a
 cancelled wait never loses or duplicates a byte, on asyncio and trio alike.
 Exit is observed through a pidfd where the kernel has one (Linux), so no
@@ -13,170 +26,45 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import functools
+import math
 import os
 import select
 import signal
 import time
 import weakref
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING
 
 # anyio is imported by the async methods that use it: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
-from ..bridge.errors import BackendExitError, BackendStartError
-from ._redact import redact
+from ..bridge.errors import BackendStartError
+
+# Re-exported: the transports import them from here, with the rest of a child.
+from ._command import child_env, child_environb, resolve_executable
+from ._exit import EXIT_UNKNOWN, StderrTail, exit_error, exit_signal
 
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Iterable, Mapping, Sequence
     from typing import IO
 
+    from ._glibc_spawn import Spawn
+
+__all__ = (
+    "EXIT_UNKNOWN",
+    "Child",
+    "StderrTail",
+    "begin_stop",
+    "child_env",
+    "child_environb",
+    "end_stop",
+    "exit_error",
+    "exit_signal",
+    "resolve_executable",
+    "stop_children",
+    "stop_children_blocking",
+)
+
 _LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
-
-#: ``Child.returncode`` after ``reap()`` when the exit status could not be
-#: collected: the host ignores SIGCHLD (or reaps children itself), so the kernel
-#: discarded it. One past the largest exit status and not negative, so it is
-#: never a real status or a signal; ``exit_error`` reports it as unknown.
-EXIT_UNKNOWN: Final = 256
-
-
-def child_env(
-    overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
-) -> dict[str, str]:
-    """The parent's environment, minus ``scrub``, with ``overrides`` merged over it."""
-    env = dict(os.environ)
-    for name in scrub:
-        env.pop(name, None)
-    if overrides:
-        env.update(overrides)
-    return env
-
-
-def child_environb(
-    overrides: Mapping[str, str] | None, scrub: Iterable[str] = ()
-) -> dict[bytes, bytes]:
-    """``child_env`` as bytes: copying ``os.environb`` decodes nothing, which is
-    most of the per-run cost of building an environment for a batch item."""
-    env = dict(environ_bytes())
-    for name in scrub:
-        env.pop(os.fsencode(name), None)
-    if overrides:
-        env.update((os.fsencode(k), os.fsencode(v)) for k, v in overrides.items())
-    return env
-
-
-def environ_bytes() -> Mapping[bytes, bytes]:
-    """The process environment as bytes, not copied: do not modify it."""
-    # CPython keeps it in ``_data`` (POSIX): copying or comparing that dict is
-    # one C call, where going through ``os.environb`` is a Python call per key.
-    data = getattr(os.environb, "_data", None)
-    return data if isinstance(data, dict) else os.environb
-
-
-def resolve_executable(command: str, search: str | None, cwd: str | None) -> str:
-    """Find ``command`` on ``search`` (the child's PATH) before anything is spawned.
-
-    Raises:
-        BackendStartError: it does not exist or is not executable (names the PATH
-            searched), or ``cwd`` is not a directory.
-    """
-    if cwd is not None and not os.path.isdir(cwd):
-        raise BackendStartError(
-            command, reason=f"working directory {cwd!r} does not exist"
-        )
-    if os.sep in command:
-        path = (
-            command
-            if os.path.isabs(command)
-            else os.path.join(cwd or os.getcwd(), command)
-        )
-        if not os.path.isfile(path):
-            raise BackendStartError(command, reason="no such file")
-        if not os.access(path, os.X_OK):
-            raise BackendStartError(command, reason="the file is not executable")
-        return path
-    if search is None:
-        search = os.defpath
-    # shutil.which's search, without importing shutil (and with it bz2 and
-    # lzma) at every CLI start.
-    for directory in dict.fromkeys(search.split(os.pathsep)):
-        path = os.path.join(directory, command)
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    raise BackendStartError(command, reason="command not found", searched_path=search)
-
-
-def exit_signal(code: int) -> str | None:
-    """The name of the signal that ended a child, from its exit code.
-
-    Args:
-        code: As ``os.waitstatus_to_exitcode`` gives it: negative for a signal.
-
-    Returns:
-        ``"SIGKILL"`` and the like (``"signal 42"`` for a number Python has no
-        name for), or None when the child exited normally.
-    """
-    if code >= 0:
-        return None
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def exit_error(command: str, code: int, tail: str) -> BackendExitError:
-    """The error for a child that ended with ``code`` (non-zero or unknown).
-
-    Args:
-        command: The command as configured, for the message.
-        code: As ``reap()`` returns it: negative for a signal, or EXIT_UNKNOWN.
-        tail: Its stderr tail, secrets already redacted.
-    """
-    if code == EXIT_UNKNOWN:
-        return BackendExitError(command, stderr_tail=tail)
-    name = exit_signal(code)
-    if name is not None:
-        return BackendExitError(command, signal=name, stderr_tail=tail)
-    return BackendExitError(command, exit_code=code, stderr_tail=tail)
-
-
-class StderrTail:
-    """The last ``limit`` bytes a child wrote (stderr, or a terminal's output).
-
-    Args:
-        limit: Bytes kept; older ones are dropped and ``dropped`` is set.
-        utf8_start: Also drop the continuation bytes of a UTF-8 sequence cut
-            at the start, so the kept bytes decode without a stray U+FFFD.
-    """
-
-    def __init__(self, limit: int, *, utf8_start: bool = False) -> None:
-        self.limit = limit
-        self.utf8_start = utf8_start
-        self._buf = bytearray()
-        self.dropped = False
-
-    def feed(self, data: bytes) -> None:
-        self._buf += data
-        excess = len(self._buf) - self.limit
-        if excess > 0:
-            if self.utf8_start:
-                # 0b10xxxxxx is a continuation byte: never start on one.
-                while excess < len(self._buf) and self._buf[excess] & 0xC0 == 0x80:
-                    excess += 1
-            del self._buf[:excess]
-            self.dropped = True
-
-    def data(self) -> bytes:
-        """The kept bytes, unredacted."""
-        return bytes(self._buf)
-
-    def text(self, secrets: Iterable[str] = ()) -> str:
-        """The tail as text with secrets redacted; a cut first line is dropped."""
-        data = bytes(self._buf)
-        if self.dropped:
-            # A line cut in the middle might hold half a secret no pattern matches.
-            data = data.partition(b"\n")[2]
-        return redact(data.decode("utf-8", "replace"), secrets)
 
 
 def _nonblocking(fd: int) -> None:
@@ -207,127 +95,6 @@ def _prefill(fd: int, data: bytes) -> int:
 #: Signals Python ignores at start-up, given back their default action in the
 #: child (as subprocess's restore_signals does): ``cmd | head`` must end ``cmd``.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
-
-
-class _Spawn(Protocol):
-    def __call__(
-        self,
-        path: str,
-        argv: list[str],
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-        *,
-        file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
-        setsid: bool,
-        setsigdef: tuple[int, ...],
-    ) -> int: ...
-
-
-@functools.cache
-def spawn_releasing_gil() -> _Spawn | None:
-    """``os.posix_spawn`` for glibc, called through ctypes; None elsewhere.
-
-    ``posix_spawn`` returns once the child has exec'd (vfork): on a busy
-    machine the caller waits for the child to be scheduled, a millisecond or
-    more. ``os.posix_spawn`` holds the GIL all that time; a ctypes call
-    releases it, so a batch can spawn from worker threads while its loop goes
-    on with results. It supports what ``Child`` uses: DUP2 and OPEN file
-    actions, ``setsid`` and ``setsigdef``.
-    """
-    try:
-        libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (AttributeError, ValueError, OSError):
-        return None
-    major, _, minor = libc_version.removeprefix("glibc ").partition(".")
-    if not libc_version.startswith("glibc ") or (int(major), int(minor)) < (2, 26):
-        return None  # POSIX_SPAWN_SETSID came in glibc 2.26
-    import ctypes
-
-    # Only posix_spawn itself releases the GIL (CDLL). The quick calls that
-    # build its arguments keep it (PyDLL): under load every release is a GIL
-    # hand-off between the spawning threads and the loop, a futex each.
-    libc = ctypes.PyDLL(None)
-    spawn_call = ctypes.CDLL(None, use_errno=True).posix_spawn
-    setsigdef_flag, setsid_flag = 0x04, 0x80  # POSIX_SPAWN_SETSIGDEF, _SETSID
-    state_size = 1024  # glibc's file-actions and attr structs: 80 and 336 bytes
-
-    @functools.cache
-    def attributes(
-        setsid: bool, setsigdef: tuple[int, ...]
-    ) -> ctypes.Array[ctypes.c_char]:
-        """The spawn attributes, made once per kind: posix_spawn only reads them,
-        so threads spawning at the same time share them."""
-        attr = ctypes.create_string_buffer(state_size)
-        libc.posix_spawnattr_init(attr)
-        flags = setsid_flag if setsid else 0
-        if setsigdef:
-            signals = ctypes.create_string_buffer(128)  # sizeof(sigset_t)
-            libc.sigemptyset(signals)
-            for sig in setsigdef:
-                libc.sigaddset(signals, sig)
-            libc.posix_spawnattr_setsigdefault(attr, signals)
-            flags |= setsigdef_flag
-        libc.posix_spawnattr_setflags(attr, ctypes.c_short(flags))
-        return attr
-
-    def strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
-        return (ctypes.c_char_p * (len(items) + 1))(*items)  # NULL-terminated
-
-    # The last environment's C array: a batch spawns every item with the same
-    # environment object (ProcessBackend keeps one), so it is built once. One
-    # tuple, read and replaced whole, so spawning threads never mix two.
-    last_env: tuple[object, ctypes.Array[ctypes.c_char_p]] = (None, strings([]))
-
-    def environment(
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-    ) -> ctypes.Array[ctypes.c_char_p]:
-        nonlocal last_env
-        cached_for, envp = last_env
-        if cached_for is not env:
-            envp = strings(
-                [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()]
-            )
-            last_env = (env, envp)
-        return envp
-
-    def spawn(
-        path: str,
-        argv: list[str],
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-        *,
-        file_actions: Sequence[tuple[int, ...] | tuple[int, int, str, int, int]],
-        setsid: bool,
-        setsigdef: tuple[int, ...],
-    ) -> int:
-        envp = environment(env)
-        args = strings([os.fsencode(arg) for arg in argv])
-        attr = attributes(setsid, setsigdef)
-        actions = ctypes.create_string_buffer(state_size)
-        pid = ctypes.c_int()
-        libc.posix_spawn_file_actions_init(actions)
-        try:
-            for action in file_actions:
-                if action[0] == os.POSIX_SPAWN_DUP2:
-                    err = libc.posix_spawn_file_actions_adddup2(
-                        actions, action[1], action[2]
-                    )
-                else:
-                    _, fd, name, flags, mode = action
-                    err = libc.posix_spawn_file_actions_addopen(
-                        actions, fd, os.fsencode(str(name)), flags, mode
-                    )
-                if err:
-                    raise OSError(err, os.strerror(err))
-            # The GIL is released for this call: other threads run meanwhile.
-            err = spawn_call(
-                ctypes.byref(pid), os.fsencode(path), actions, attr, args, envp
-            )
-        finally:
-            libc.posix_spawn_file_actions_destroy(actions)
-        if err:
-            raise OSError(err, os.strerror(err), path)
-        return pid.value
-
-    return spawn
 
 
 class Child:
@@ -436,13 +203,17 @@ class Child:
         the parent is never forked); then ``finish_launch()`` it.
 
         ``release_gil``: other threads run while this one waits for the child
-        to exec (see ``spawn_releasing_gil``); where that is not available,
-        the same as without.
+        to exec (``_glibc_spawn``); where that is not available, the same as
+        without.
 
         Raises:
             BackendStartError: the spawn failed; every descriptor is closed.
         """
-        spawn = (release_gil and spawn_releasing_gil()) or os.posix_spawn
+        spawn: Spawn = os.posix_spawn
+        if release_gil:
+            from ._glibc_spawn import spawn_releasing_gil
+
+            spawn = spawn_releasing_gil() or os.posix_spawn
         try:
             self.pid = spawn(
                 self._argv[0],
@@ -580,36 +351,21 @@ class Child:
         """Stop the whole tree: close stdin, SIGTERM, ``grace``, SIGKILL, reap.
 
         Runs shielded: it finishes even when the caller is being cancelled.
+        ``stop_children`` with this one child; returns its exit code.
         """
-        import anyio
-
-        with anyio.CancelScope(shield=True):
-            self.close_stdin()
-            if not self.has_exited():
-                self.killpg(signal.SIGTERM)
-                with anyio.move_on_after(grace):
-                    await self.wait_exit()
-            code = self.reap()
-        return code
+        await stop_children((self,), grace)
+        assert self.returncode is not None
+        return self.returncode
 
     def terminate_blocking(self, grace: float) -> int:
         """``terminate`` for callers without an event loop; blocks up to ``grace``."""
-        self.close_stdin()
-        if not self.has_exited():
-            self.killpg(signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while not self.has_exited() and (left := deadline - time.monotonic()) > 0:
-                if self.pidfd >= 0:
-                    select.select([self.pidfd], [], [], left)
-                else:
-                    time.sleep(min(left, 0.01))
-        return self.reap()
+        stop_children_blocking((self,), grace)
+        assert self.returncode is not None
+        return self.returncode
 
     def kill_now(self) -> None:
         """Synchronous last resort (finalizers, interpreter exit): SIGKILL and reap."""
-        if self.returncode is None:
-            self.reap()
-        self.close()
+        end_stop((self,), close=True)
 
     # -- descriptors -------------------------------------------------------------
 
@@ -637,6 +393,64 @@ class Child:
         # A stream abandoned without aclose(): never leave the tree running.
         if getattr(self, "returncode", 0) is None:
             self.kill_now()
+
+
+# -- the one kill-and-reap ----------------------------------------------------------
+
+
+def begin_stop(children: Iterable[Child]) -> None:
+    """The first half of a stop: close each stdin, SIGTERM each process group
+    whose leader still runs."""
+    for child in children:
+        child.close_stdin()
+        if not child.has_exited():
+            child.killpg(signal.SIGTERM)
+
+
+def end_stop(children: Iterable[Child], *, close: bool = False) -> None:
+    """The second half: SIGKILL what is left of each group, reap each leader,
+    and with ``close`` close every descriptor too."""
+    for child in children:
+        child.reap()
+        if close:
+            child.close()
+
+
+def stop_children_blocking(
+    children: Sequence[Child], grace: float, *, close: bool = False
+) -> None:
+    """Stop ``children`` without an event loop: ``begin_stop``, up to ``grace``
+    seconds blocked in ``poll`` for them all to exit, ``end_stop``."""
+    begin_stop(children)
+    deadline = time.monotonic() + grace
+    while True:
+        running = [child for child in children if not child.has_exited()]
+        left = deadline - time.monotonic()
+        if not running or left <= 0:
+            break
+        if all(child.pidfd >= 0 for child in running):
+            poller = select.poll()
+            for child in running:
+                poller.register(child.pidfd, select.POLLIN)
+            poller.poll(math.ceil(left * 1000))
+        else:  # no pidfd (not Linux): poll for the exits now and then
+            time.sleep(min(left, 0.01))
+    end_stop(children, close=close)
+
+
+async def stop_children(
+    children: Sequence[Child], grace: float, *, close: bool = False
+) -> None:
+    """``stop_children_blocking`` for async callers: the same steps, waiting
+    with anyio. Shielded: it finishes even when the caller is being cancelled."""
+    import anyio
+
+    with anyio.CancelScope(shield=True):
+        begin_stop(children)
+        with anyio.move_on_after(grace):
+            for child in children:
+                await child.wait_exit()
+        end_stop(children, close=close)
 
 
 @atexit.register

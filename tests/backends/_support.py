@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,14 @@ class Tree:
         # The library reaps its own child before it returns: no zombie left.
         assert proc_state(self.leader) is None, "the peer was left as a zombie"
 
+    def assert_gone_blocking(self) -> None:
+        """``assert_gone`` without an event loop."""
+        for fd in self._pidfds.values():
+            ready, _, _ = select.select([fd], [], [], HANG_GUARD)
+            assert ready, "a process of the tree is still alive"
+        assert is_dead(self.grandchild)
+        assert proc_state(self.leader) is None, "the peer was left as a zombie"
+
     def collect_grandchild_signal(self) -> int | None:
         """Reap the (now orphaned, re-parented to us) grandchild; its signal."""
         with contextlib.suppress(ChildProcessError):
@@ -97,14 +106,10 @@ class Tree:
         return None
 
 
-async def wait_for_tree(pidfile: Path) -> Tree:
-    """Wait for a tree.py peer to be ready, then watch both of its processes.
-
-    The caller closes the returned tree (the ``trees`` fixture does).
-    """
-    with anyio.fail_after(HANG_GUARD):
-        text = await wait_for_file(pidfile)
-    leader, grandchild = map(int, text.split())
+def watch_tree(pidfile: Path) -> Tree:
+    """The tree of a ready tree.py peer (its pidfile exists), watched; the
+    caller closes it."""
+    leader, grandchild = map(int, pidfile.read_text().split())
     tree = Tree(leader, grandchild)
     try:
         tree.watch()
@@ -113,3 +118,13 @@ async def wait_for_tree(pidfile: Path) -> Tree:
         tree.close()
         raise
     return tree
+
+
+async def wait_for_tree(pidfile: Path) -> Tree:
+    """Wait for a tree.py peer to be ready, then watch both of its processes.
+
+    The caller closes the returned tree (the ``trees`` fixture does).
+    """
+    with anyio.fail_after(HANG_GUARD):
+        await wait_for_file(pidfile)
+    return watch_tree(pidfile)

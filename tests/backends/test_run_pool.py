@@ -1,8 +1,9 @@
 """``RunPool``: many process runs side by side in one thread, no event loop.
 
-Every test runs twice: children spawned by the pool's threads through the
-GIL-releasing ``posix_spawn`` (glibc), and spawned by the loop itself (the
-fallback elsewhere), so both paths keep the same guarantees.
+Most tests run twice (the ``spawn_path`` fixture): children spawned by the
+pool's threads through glibc's GIL-releasing ``posix_spawn``, and spawned by
+the loop itself with ``os.posix_spawn`` (``OMA_BRIDGE_SPAWN=stdlib``, and the
+only path elsewhere), so both paths keep the same guarantees.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 from oma_bridge import BackendStartError, BackendTimeout, RunRequest
-from oma_bridge.backends._proc import spawn_releasing_gil
+from oma_bridge.backends._glibc_spawn import spawn_releasing_gil
 from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig, RunPool
 from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state
 
@@ -30,11 +32,17 @@ if TYPE_CHECKING:
 GLIBC = spawn_releasing_gil() is not None
 
 
-@pytest.fixture(params=["threads", "inline"])
-def spawners(request: pytest.FixtureRequest) -> int:
-    if request.param == "threads" and not GLIBC:
-        pytest.skip("spawning threads need glibc's posix_spawn")
-    return 2 if request.param == "threads" else 0
+@pytest.fixture(params=["ctypes", "stdlib"])
+def spawn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How pools made in the test spawn: glibc's posix_spawn through ctypes in
+    spawning threads, or ``os.posix_spawn`` in the loop (OMA_BRIDGE_SPAWN)."""
+    if request.param == "ctypes":
+        if not GLIBC:
+            pytest.skip("spawning threads need glibc's posix_spawn")
+        monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)
+    else:
+        monkeypatch.setenv("OMA_BRIDGE_SPAWN", "stdlib")
+    return str(request.param)
 
 
 @pytest.fixture(params=["epoll", "poll"])
@@ -48,14 +56,18 @@ def poller(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 #: A child that forks a descendant into a session of its own (out of reach of
-#: the group kill), which sleeps with stdout open; the child prints its pid.
+#: the group kill), which sleeps with stdout open; the child prints its pid
+#: once the descendant has left the group (before, a group kill could hit it).
 ESCAPE = (
     "import os, time\n"
+    "r, w = os.pipe()\n"
     "pid = os.fork()\n"
     "if pid == 0:\n"
     "    os.setsid()\n"
+    "    os.write(w, b'x')\n"
     "    time.sleep(30)\n"
     "    os._exit(0)\n"
+    "os.read(r, 1)\n"
     "print(pid, flush=True)\n"
 )
 
@@ -82,11 +94,9 @@ def drain(pool: RunPool, count: int) -> Iterator[tuple[Hashable, AgentRunResult]
             yield ended
 
 
-def timed_run(
-    config: ProcessBackendConfig, spawners: int
-) -> tuple[AgentRunResult, float]:
+def timed_run(config: ProcessBackendConfig) -> tuple[AgentRunResult, float]:
     """One run through a pool of its own: its result, and seconds to get it."""
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         started = time.monotonic()
         pool.start(request("x"), "a")
         [(_, result)] = drain(pool, 1)
@@ -94,15 +104,21 @@ def timed_run(
 
 
 def wait_dead(pid: int) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while not is_dead(pid):
-        assert time.monotonic() < deadline, f"{pid} is still alive"
-        time.sleep(0.01)
+    """Block until ``pid`` has ended (a zombie counts), bounded by HANG_GUARD."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([pidfd], [], [], HANG_GUARD)
+    finally:
+        os.close(pidfd)
+    assert ready and is_dead(pid), f"{pid} is still alive"
 
 
-def test_many_runs_each_get_their_own_output(spawners: int, poller: str) -> None:
+def test_many_runs_each_get_their_own_output(spawn_path: str, poller: str) -> None:
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
-    with RunPool(backend, spawners=spawners) as pool:
+    with RunPool(backend) as pool:
         for n in range(40):
             assert pool.start(request(f"prompt {n}"), n) is None
         assert len(pool) == 40
@@ -115,14 +131,14 @@ def test_many_runs_each_get_their_own_output(spawners: int, poller: str) -> None
 
 
 def test_every_child_leads_its_own_session_with_the_configured_environment(
-    spawners: int,
+    spawn_path: str,
 ) -> None:
     code = (
         "import os, sys; s = os.getsid(0) == os.getpid() == os.getpgid(0); "
         "print(s, os.environ.get('PICKED'), os.environ.get('HOME'), sys.argv[1:])"
     )
     config = python(code, env={"PICKED": "é"}, scrub_env=("HOME",), input="argument")
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         pool.start(request("the prompt"), "a")
         [(_, result)] = drain(pool, 1)
     assert result.output == "True é None ['the prompt']\n"
@@ -130,7 +146,7 @@ def test_every_child_leads_its_own_session_with_the_configured_environment(
 
 @pytest.mark.parametrize("size", [1, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20])
 def test_output_and_stderr_of_any_size_arrive_whole(
-    spawners: int, poller: str, size: int
+    spawn_path: str, poller: str, size: int
 ) -> None:
     # A pipe's end is taken from its hang-up where the poller reports one: a
     # short last read must not lose or repeat a byte around the read size.
@@ -148,7 +164,7 @@ def test_output_and_stderr_of_any_size_arrive_whole(
         "sys.exit(3)\n"
     )
     config = python(code, input="argument", max_output_bytes=2 << 20)
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         for n in range(3):
             pool.start(request(str(size)), n)
         results = dict(drain(pool, 3))
@@ -158,21 +174,21 @@ def test_output_and_stderr_of_any_size_arrive_whole(
         assert "e" * 100 in str(result.error)
 
 
-def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawners: int) -> None:
+def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawn_path: str) -> None:
     config = python("import sys; print(repr(sys.stdin.read()))", input="none")
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         pool.start(request("unsent"), "a")
         [(_, result)] = drain(pool, 1)
     assert result.output == "''\n"
 
 
 def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
-    spawners: int,
+    spawn_path: str,
     poller: str,
 ) -> None:
     big = "x" * (1 << 20)
     config = python("import sys; print(len(sys.stdin.read()))")
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         pool.start(request(big), "big")
         [(_, result)] = drain(pool, 1)
     assert result.output == f"{len(big)}\n"
@@ -181,26 +197,26 @@ def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
 @pytest.mark.parametrize(
     "size", [select.PIPE_BUF - 1, select.PIPE_BUF, select.PIPE_BUF + 1]
 )
-def test_prompts_around_pipe_buf_arrive_whole(spawners: int, size: int) -> None:
+def test_prompts_around_pipe_buf_arrive_whole(spawn_path: str, size: int) -> None:
     # Up to PIPE_BUF bytes go in with one blocking write before the spawn;
     # beyond, the stdin end turns non-blocking and the pool writes the rest.
     prompt = "é" * (size // 2) + "x" * (size % 2)
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
-    with RunPool(backend, spawners=spawners) as pool:
+    with RunPool(backend) as pool:
         pool.start(request(prompt), "a")
         [(_, result)] = drain(pool, 1)
     assert len(prompt.encode()) == size and result.output == prompt
 
 
 def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
-    spawners: int,
+    spawn_path: str,
     poller: str,
 ) -> None:
     # The run's output pipes are read only when select() says so; after the
     # timeout kills the group, what is left in them is taken without waiting
     # for the escaped descendant, which keeps them open and writes nothing.
     config = python(ESCAPE + "time.sleep(30)\n", timeout=0.5, kill_grace=0.2)
-    result, elapsed = timed_run(config, spawners)
+    result, elapsed = timed_run(config)
     escaped = int(result.output)
     try:
         assert isinstance(result.error, BackendTimeout)
@@ -210,22 +226,21 @@ def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
         wait_dead(escaped)
 
 
-def test_a_missing_command_fails_at_once_and_keeps_nothing(spawners: int) -> None:
+def test_a_missing_command_fails_at_once_and_keeps_nothing(spawn_path: str) -> None:
     config = ProcessBackendConfig(command="oma-bridge-no-such-command")
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         result = pool.start(request("x"), "a")
         assert result is not None and len(pool) == 0
     assert isinstance(result.error, BackendStartError)
 
 
-def test_a_failed_exec_is_reported_by_wait(spawners: int, tmp_path: Path) -> None:
+def test_a_failed_exec_is_reported_by_wait(spawn_path: str, tmp_path: Path) -> None:
     # Found on PATH, but exec fails (no interpreter for the script): the spawn
     # itself fails, in the spawning thread when there is one.
     script = tmp_path / "broken"
     script.write_text("#!/nonexistent/interpreter\n")
     script.chmod(0o755)
-    with RunPool(ProcessBackend(ProcessBackendConfig(command=str(script))),
-                 spawners=spawners) as pool:  # fmt: skip
+    with RunPool(ProcessBackend(ProcessBackendConfig(command=str(script)))) as pool:
         started = pool.start(request("x"), "a")
         ended = [started] if started is not None else [r for _, r in drain(pool, 1)]
     [result] = ended
@@ -234,11 +249,11 @@ def test_a_failed_exec_is_reported_by_wait(spawners: int, tmp_path: Path) -> Non
 
 
 def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
-    spawners: int, tmp_path: Path
+    spawn_path: str, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pids"
     config = peer("tree.py", str(pidfile), "--ignore-term", kill_grace=0.5)
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         started = time.monotonic()
         pool.start(request("x"), "slow", timeout=0.3)
         [(_, slow)] = drain(pool, 1)
@@ -253,7 +268,7 @@ def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
 
 
 def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
-    spawners: int, tmp_path: Path
+    spawn_path: str, tmp_path: Path
 ) -> None:
     # Both runs share the pool: the quick ones end while the slow one's
     # SIGTERM grace runs; nothing blocks the loop meanwhile.
@@ -267,12 +282,16 @@ def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
         "print('ok')\n"
     )
     config = python(code, kill_grace=1.0)
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
+        started = time.monotonic()
         pool.start(request("slow"), "slow", timeout=0.2)
         while not pidfile.exists():
             assert pool.wait(0.01) == []
-        time.sleep(0.25)  # past the deadline: SIGTERM sent, SIGKILL due in 1 s
-        assert pool.wait(0) == []
+        # Wait in the pool until past the deadline: SIGTERM sent, SIGKILL due
+        # in 1 s, and the run still not reported.
+        past_deadline = started + 0.25
+        while (left := past_deadline - time.monotonic()) > 0:
+            assert pool.wait(left) == []
         for n in range(5):
             pool.start(request("quick"), n)
         tokens = [token for token, _ in drain(pool, 6)]
@@ -280,12 +299,12 @@ def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
 
 
 def test_stop_kills_every_tree_and_returns_every_token(
-    spawners: int, tmp_path: Path
+    spawn_path: str, tmp_path: Path
 ) -> None:
     pidfiles = [tmp_path / f"pids{n}" for n in range(4)]
     # tree.py PIDFILE, the prompt being the pidfile's path
     config = peer("tree.py", input="argument", kill_grace=0.5)
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         for n, pidfile in enumerate(pidfiles):
             assert pool.start(request(str(pidfile)), n) is None
         deadline = time.monotonic() + HANG_GUARD
@@ -300,15 +319,66 @@ def test_stop_kills_every_tree_and_returns_every_token(
         wait_dead(grandchild)
 
 
-def test_stop_takes_back_runs_not_yet_spawned() -> None:
+def test_leaving_the_pool_early_kills_and_reaps_every_tree(
+    spawn_path: str, tmp_path: Path
+) -> None:
+    # What a batch does when its iteration is broken off: close() the pool.
+    pidfiles = [tmp_path / f"pids{n}" for n in range(2)]
+    # tree.py's behaviour, with the pidfile from the prompt and SIGTERM ignored.
+    code = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "g = subprocess.Popen(['sleep', '300'])\n"
+        "open(sys.argv[1] + '.tmp', 'w').write(f'{os.getpid()} {g.pid}')\n"
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+        "time.sleep(300)\n"
+    )
+    config = python(code, input="argument", kill_grace=0.2)
+    with pytest.raises(KeyboardInterrupt), RunPool(ProcessBackend(config)) as pool:
+        for n, pidfile in enumerate(pidfiles):
+            pool.start(request(str(pidfile)), n)
+        deadline = time.monotonic() + HANG_GUARD
+        while not all(p.exists() for p in pidfiles):
+            assert time.monotonic() < deadline
+            assert pool.wait(0.05) == []
+        raise KeyboardInterrupt
+    assert len(pool) == 0
+    for pidfile in pidfiles:
+        leader, grandchild = map(int, pidfile.read_text().split())
+        assert proc_state(leader) is None  # killed (SIGKILL: it ignores SIGTERM)
+        wait_dead(grandchild)
+
+
+def test_stop_takes_back_runs_not_yet_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
     if not GLIBC:
         pytest.skip("spawning threads need glibc's posix_spawn")
+    monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)  # the threads' path
     with RunPool(ProcessBackend(python("import time; time.sleep(30)")),
                  spawners=1) as pool:  # fmt: skip
         for n in range(30):
             pool.start(request("x"), n)
         stopped = pool.stop()
         assert sorted(stopped) == list(range(30)) and len(pool) == 0
+
+
+@pytest.mark.parametrize("path", ["ctypes", "stdlib"])
+def test_the_spawn_path_is_chosen_when_the_pool_is_made(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.posix_spawn holds the GIL while the child execs: threads would gain
+    # nothing, so with OMA_BRIDGE_SPAWN=stdlib the pool starts none.
+    if path == "ctypes" and not GLIBC:
+        pytest.skip("spawning threads need glibc's posix_spawn")
+    monkeypatch.setenv("OMA_BRIDGE_SPAWN", "auto" if path == "ctypes" else "stdlib")
+    backend = ProcessBackend(ProcessBackendConfig(command="cat"))
+    with RunPool(backend) as pool:
+        monkeypatch.delenv("OMA_BRIDGE_SPAWN")  # read at creation, not later
+        for n in range(3):
+            assert pool.start(request(f"p{n}"), n) is None
+        spawning = [t for t in threading.enumerate() if t.name == "oma-bridge-spawn"]
+        outputs = {token: result.output for token, result in drain(pool, 3)}
+    assert outputs == {0: "p0", 1: "p1", 2: "p2"}
+    assert bool(spawning) == (path == "ctypes")
 
 
 def test_wake_interrupts_a_wait() -> None:
@@ -347,7 +417,7 @@ def test_the_gil_releasing_spawn_matches_os_posix_spawn() -> None:
 
 
 def test_a_change_to_os_environ_reaches_the_next_child(
-    spawners: int, monkeypatch: pytest.MonkeyPatch
+    spawn_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The children's environment (and its C array) is built once per backend
     # and kept only while os.environ stays the same.
@@ -358,18 +428,18 @@ def test_a_change_to_os_environ_reaches_the_next_child(
             monkeypatch.delenv("OMA_T")
         else:
             monkeypatch.setenv("OMA_T", value)
-        with RunPool(backend, spawners=spawners) as pool:
+        with RunPool(backend) as pool:
             for n in range(2):
                 pool.start(request("x"), n)
             seen.append({result.output for _, result in drain(pool, 2)})
     assert seen == [{"one\n"}, {"two\n"}, {"None\n"}]
 
 
-def test_children_get_the_default_action_for_sigpipe(spawners: int) -> None:
+def test_children_get_the_default_action_for_sigpipe(spawn_path: str) -> None:
     # Python ignores SIGPIPE; a child must not inherit that, or `cmd | head`
     # style agents would see EPIPE errors instead of ending quietly.
     config = ProcessBackendConfig(command="cat", args=("/proc/self/status",))
-    with RunPool(ProcessBackend(config), spawners=spawners) as pool:
+    with RunPool(ProcessBackend(config)) as pool:
         pool.start(request("x"), "a")
         [(_, result)] = drain(pool, 1)
     ignored = int(result.output.split("SigIgn:")[1].split()[0], 16)
@@ -382,6 +452,7 @@ def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
 ) -> None:
     if not GLIBC:
         pytest.skip("spawning threads need glibc's posix_spawn")
+    monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)  # the threads' path
     from oma_bridge.backends._proc import Child
 
     real = Child.launch
@@ -405,14 +476,14 @@ def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
 
 
 def test_a_leader_gone_while_an_escaped_child_holds_the_pipes_ends_after_grace(
-    spawners: int,
+    spawn_path: str,
     poller: str,
 ) -> None:
     # The leader exits at once; a descendant that left its process group (so
     # the group kill misses it) keeps stdout open. The run ends kill_grace
     # after the leader, not when that descendant would.
     config = python(ESCAPE, kill_grace=0.3)
-    result, elapsed = timed_run(config, spawners)
+    result, elapsed = timed_run(config)
     escaped = int(result.output)
     try:
         assert result.success and 0.3 <= elapsed < 5

@@ -1,0 +1,93 @@
+"""How a child ended, in words: its exit error and the tail of what it wrote."""
+
+from __future__ import annotations
+
+import signal
+from typing import TYPE_CHECKING, Final
+
+from ..bridge.errors import BackendExitError
+from ._redact import redact
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ("EXIT_UNKNOWN", "StderrTail", "exit_error", "exit_signal")
+
+#: ``Child.returncode`` after ``reap()`` when the exit status could not be
+#: collected: the host ignores SIGCHLD (or reaps children itself), so the kernel
+#: discarded it. One past the largest exit status and not negative, so it is
+#: never a real status or a signal; ``exit_error`` reports it as unknown.
+EXIT_UNKNOWN: Final = 256
+
+
+def exit_signal(code: int) -> str | None:
+    """The name of the signal that ended a child, from its exit code.
+
+    Args:
+        code: As ``os.waitstatus_to_exitcode`` gives it: negative for a signal.
+
+    Returns:
+        ``"SIGKILL"`` and the like (``"signal 42"`` for a number Python has no
+        name for), or None when the child exited normally.
+    """
+    if code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def exit_error(command: str, code: int, tail: str) -> BackendExitError:
+    """The error for a child that ended with ``code`` (non-zero or unknown).
+
+    Args:
+        command: The command as configured, for the message.
+        code: As ``reap()`` returns it: negative for a signal, or EXIT_UNKNOWN.
+        tail: Its stderr tail, secrets already redacted.
+    """
+    if code == EXIT_UNKNOWN:
+        return BackendExitError(command, stderr_tail=tail)
+    name = exit_signal(code)
+    if name is not None:
+        return BackendExitError(command, signal=name, stderr_tail=tail)
+    return BackendExitError(command, exit_code=code, stderr_tail=tail)
+
+
+class StderrTail:
+    """The last ``limit`` bytes a child wrote (stderr, or a terminal's output).
+
+    Args:
+        limit: Bytes kept; older ones are dropped and ``dropped`` is set.
+        utf8_start: Also drop the continuation bytes of a UTF-8 sequence cut
+            at the start, so the kept bytes decode without a stray U+FFFD.
+    """
+
+    def __init__(self, limit: int, *, utf8_start: bool = False) -> None:
+        self.limit = limit
+        self.utf8_start = utf8_start
+        self._buf = bytearray()
+        self.dropped = False
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+        excess = len(self._buf) - self.limit
+        if excess > 0:
+            if self.utf8_start:
+                # 0b10xxxxxx is a continuation byte: never start on one.
+                while excess < len(self._buf) and self._buf[excess] & 0xC0 == 0x80:
+                    excess += 1
+            del self._buf[:excess]
+            self.dropped = True
+
+    def data(self) -> bytes:
+        """The kept bytes, unredacted."""
+        return bytes(self._buf)
+
+    def text(self, secrets: Iterable[str] = ()) -> str:
+        """The tail as text with secrets redacted; a cut first line is dropped."""
+        data = bytes(self._buf)
+        if self.dropped:
+            # A line cut in the middle might hold half a secret no pattern matches.
+            data = data.partition(b"\n")[2]
+        return redact(data.decode("utf-8", "replace"), secrets)
