@@ -120,7 +120,8 @@ class AcpBackendConfig:
         config_options: Session config options to set, ``{config id: value id}``
             (e.g. ``{"model": "model-2"}``); each is set only when the agent
             offers that option with that value, and skipped (logged) otherwise.
-        timeout: Seconds per run (the turn is then cancelled).
+        timeout: Seconds per turn, counted from when ``session/prompt`` is sent
+            (start-up has ``startup_timeout``); then the turn is cancelled.
         cancel_grace: Seconds a cancelled turn may take to end before the agent
             is killed.
         kill_grace: Seconds between SIGTERM and SIGKILL when stopping the agent.
