@@ -1,23 +1,19 @@
 """Measure ``oma-bridge batch`` throughput against a hand-written thread pool,
-both of its spawn paths against each other, and its memory growth.
+and its memory growth.
 
 All sides are measured in the same run, interleaved (the order rotates):
 
 1. Speedup: N items (default 1,000) through ``cat`` at concurrency 8.
    Candidate: ``oma-bridge batch prompts.txt --process cat --concurrency 8 -o
-   results.jsonl`` (the CLI, start-up included), once per spawn path:
-   glibc's ``posix_spawn`` through ctypes from spawning threads (the default)
-   and ``os.posix_spawn`` in the loop (``OMA_BRIDGE_SPAWN=stdlib``). Baseline:
-   the same job written by hand, in a fresh Python process:
+   results.jsonl`` (the CLI, start-up included). Baseline: the same job
+   written by hand, in a fresh Python process:
    ``concurrent.futures.ThreadPoolExecutor(8)`` mapping
    ``subprocess.run(["cat"], input=...)`` over the prompts, one JSON line per
    result. The value is the speedup, baseline wall / candidate wall, target
    >= 1.1.
-2. Spawn paths: os.posix_spawn wall / ctypes wall (the ctypes spawn is kept
-   only if this is >= 1.15 on a quiet machine).
-3. Extra information: ``xargs -P 8 -n 1 cat`` over one prompt file per item
+2. Extra information: ``xargs -P 8 -n 1 cat`` over one prompt file per item
    (nothing but the same execs), as the throughput ratio xargs wall / CLI wall.
-4. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
+3. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
    target growth < 20 MB.
 
 It asserts nothing: it prints a table with PASS/MISS. Exit status 0 when every
@@ -43,7 +39,6 @@ from _common import bytecode_env, environment_line, load_line
 
 CONCURRENCY = 8
 SPEEDUP_TARGET = 1.1
-SPAWN_KEEP = 1.15
 XARGS_TARGET = 0.8
 MEMORY_TARGET_MB = 20.0
 
@@ -98,14 +93,10 @@ def write_inputs(workdir: Path, items: int) -> tuple[Path, Path]:
 _PYC = tempfile.mkdtemp(prefix="oma-bench-pyc-")
 
 
-def child_env(spawn: str | None) -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """The children's environment: bytecode kept (as after a normal install,
-    even where PYTHONDONTWRITEBYTECODE is set) and OMA_BRIDGE_SPAWN as given."""
-    env = bytecode_env(_PYC) or dict(os.environ)
-    env.pop("OMA_BRIDGE_SPAWN", None)
-    if spawn is not None:
-        env["OMA_BRIDGE_SPAWN"] = spawn
-    return env
+    even where PYTHONDONTWRITEBYTECODE is set)."""
+    return bytecode_env(_PYC) or dict(os.environ)
 
 
 def timed(argv: list[str], env: dict[str, str], what: str) -> tuple[float, float]:
@@ -123,20 +114,20 @@ def timed(argv: list[str], env: dict[str, str], what: str) -> tuple[float, float
     return wall, usage.ru_maxrss / 1024
 
 
-def run_cli(prompts: Path, out: Path, spawn: str | None = None) -> tuple[float, float]:
-    """One CLI batch; ``spawn``: the OMA_BRIDGE_SPAWN value (None: unset)."""
+def run_cli(prompts: Path, out: Path) -> tuple[float, float]:
+    """One CLI batch: wall seconds and peak RSS (MB)."""
     out.unlink(missing_ok=True)
     argv = [
         *(*cli(), "batch", str(prompts), "--process", "cat"),
         *("--concurrency", str(CONCURRENCY), "-o", str(out)),
     ]
-    return timed(argv, child_env(spawn), "oma-bridge batch")
+    return timed(argv, child_env(), "oma-bridge batch")
 
 
 def run_by_hand(prompts: Path, out: Path) -> float:
     out.unlink(missing_ok=True)
     argv = [sys.executable, "-c", BY_HAND, str(prompts), str(out)]
-    return timed(argv, child_env(None), "the ThreadPoolExecutor baseline")[0]
+    return timed(argv, child_env(), "the ThreadPoolExecutor baseline")[0]
 
 
 def run_xargs(listing: Path, out: Path) -> float:
@@ -154,10 +145,9 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | No
     """Wall times per side, interleaved with a rotating order; None if a side
     wrote the wrong number of results."""
     prompts, listing = write_inputs(work, args.items)
-    outs = {name: work / f"{name}.out" for name in ("ctypes", "stdlib", "hand")}
+    outs = {name: work / f"{name}.out" for name in ("cli", "hand")}
     sides = {
-        "ctypes": lambda: run_cli(prompts, outs["ctypes"])[0],
-        "stdlib": lambda: run_cli(prompts, outs["stdlib"], "stdlib")[0],
+        "cli": lambda: run_cli(prompts, outs["cli"])[0],
         "hand": lambda: run_by_hand(prompts, outs["hand"]),
         "xargs": lambda: run_xargs(listing, work / "xargs.out"),
     }
@@ -203,29 +193,19 @@ def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
         f"{'value':>8} {'target':>9} result"
     )
     print("-" * 104)
-    for name, label in (("ctypes", "ctypes spawn"), ("stdlib", "os.posix_spawn")):
-        speedup = hand / med[name]
-        row(
-            f"oma-bridge batch ({label}) vs ThreadPoolExecutor",
-            med[name],
-            hand,
-            speedup,
-            f">= {SPEEDUP_TARGET}",
-            speedup >= SPEEDUP_TARGET,
-        )
-    gain = med["stdlib"] / med["ctypes"]
+    speedup = hand / med["cli"]
     row(
-        "ctypes spawn vs os.posix_spawn (keep ctypes if >=)",
-        med["ctypes"],
-        med["stdlib"],
-        gain,
-        f">= {SPAWN_KEEP}",
-        gain >= SPAWN_KEEP,
+        "oma-bridge batch vs ThreadPoolExecutor",
+        med["cli"],
+        hand,
+        speedup,
+        f">= {SPEEDUP_TARGET}",
+        speedup >= SPEEDUP_TARGET,
     )
-    ratio = med["xargs"] / med["ctypes"]
+    ratio = med["xargs"] / med["cli"]
     row(
         f"{items} items via cat, -P {CONCURRENCY}, vs xargs (info)",
-        med["ctypes"],
+        med["cli"],
         med["xargs"],
         ratio,
         f">= {XARGS_TARGET}",

@@ -1,25 +1,25 @@
-"""``RunPool``: many process runs side by side in one thread, no event loop."""
+"""``RunPool``: many process runs side by side in one thread, no event loop.
+
+The loop spawns each child itself (``Child``: ``os.posix_spawn``), then one
+selector drives every child's pipes.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
-import queue
 import select
 import selectors
-import threading
 import time
-from collections import deque
-from typing import TYPE_CHECKING, NamedTuple, final
+from typing import TYPE_CHECKING, final
 
-from ..bridge import BackendStartError, OmaBridgeError
 from ._proc import begin_stop, stop_children_blocking
 from ._run import Step
 from ._runio import Plan, RunIO, advance
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Hashable, Mapping
 
     from typing_extensions import Self
 
@@ -33,7 +33,7 @@ __all__ = ("RunPool",)
 
 @final
 class _Run:
-    """A run in a pool: its core, its token, and its I/O once spawned."""
+    """A run in a pool: its core, its token, and its I/O."""
 
     __slots__ = ("core", "io", "token")
 
@@ -41,11 +41,6 @@ class _Run:
         self.core = core
         self.token = token
         self.io: RunIO | None = None
-
-
-class _Launch(NamedTuple):
-    run: _Run
-    child: Child
 
 
 @final
@@ -105,40 +100,28 @@ class RunPool:
 
     The engine of ``oma-bridge batch`` for process agents: one thread and one
     selector drive every child, so a run costs a spawn and a few system calls,
-    not a task. ``start`` hands the spawn to a thread and returns; ``wait``
-    does the I/O that is ready and returns the runs that ended. Each run has
-    the same result, limits and cleanup as ``ProcessBackend.run_blocking``.
-    ``wake`` is safe to call from a signal handler; ``stop`` kills every tree
-    still running.
+    not a task. ``start`` spawns the child and returns; ``wait`` does the I/O
+    that is ready and returns the runs that ended. Each run has the same
+    result, limits and cleanup as ``ProcessBackend.run_blocking``. ``wake`` is
+    safe to call from a signal handler; ``stop`` kills every tree still running.
 
-    Why threads spawn: ``posix_spawn`` returns only once the child has exec'd,
-    and on a busy machine that wait is the largest cost of an item. Where
-    glibc is (``_glibc_spawn``) and ``OMA_BRIDGE_SPAWN`` is not ``stdlib`` when
-    the pool is made, ``spawners`` threads spawn with the GIL released while
-    the loop reads results; otherwise the loop spawns with ``os.posix_spawn``.
+    The children's environment is taken once, when the pool is made (one
+    batch, one environment), not read again for each run.
     """
 
-    def __init__(self, backend: ProcessBackend, *, spawners: int = 3) -> None:
-        from ._glibc_spawn import use_glibc_spawn
-
+    def __init__(self, backend: ProcessBackend) -> None:
         self._backend = backend
+        self._env: Mapping[bytes, bytes] = backend.child_env()
         self._sel = _Poller()
         self._runs: dict[_Run, None] = {}  # attached to the selector
         # Runs that may need attention without I/O (a deadline, an exited
         # leader whose pipes stay open, no pidfd): the only ones a wait checks.
         self._timed: dict[_Run, None] = {}
-        self._spawning: dict[_Run, None] = {}  # handed to a thread
-        # Children for the threads to launch; None stops a thread.
-        self._to_spawn: queue.SimpleQueue[_Launch | None] = queue.SimpleQueue()
-        self._spawned: deque[tuple[_Launch, OmaBridgeError | None]] = deque()
-        self._threads: list[threading.Thread] = []
-        self._waiting = False  # the loop is in (or entering) its select
-        self._spawners = spawners if use_glibc_spawn() else 0
         self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._sel.register(self._wake_read, selectors.EVENT_READ, None)
 
     def __len__(self) -> int:
-        return len(self._runs) + len(self._spawning)
+        return len(self._runs)
 
     def start(
         self, request: RunRequest, token: Hashable, timeout: float | None = None
@@ -147,59 +130,18 @@ class RunPool:
         only shorten the configured one. Returns the result at once, and keeps
         nothing, when the command cannot start."""
         plan = Plan(
-            self._backend, request, now=time.monotonic(), timeout=timeout, events=False
+            self._backend,
+            request,
+            now=time.monotonic(),
+            timeout=timeout,
+            events=False,
+            env=self._env,
         )
-        run = _Run(plan.core, token)
-        if not plan.ok:
-            return plan.core.finish(time.monotonic()).result
-        if not self._spawners or plan.config.cwd is not None:
-            child = plan.spawn()
-            if child is None:
-                return plan.core.finish(time.monotonic()).result
-            self._watch(run, child)
-            return None
-        # Pipes and input are made here; a thread only launches the child.
-        child = plan.prepared()
+        child = plan.spawn() if plan.ok else None
         if child is None:
             return plan.core.finish(time.monotonic()).result
-        if len(self._threads) < self._spawners:
-            thread = threading.Thread(
-                target=self._spawn_loop, name="oma-bridge-spawn", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-        self._spawning[run] = None
-        self._to_spawn.put(_Launch(run, child))
+        self._watch(_Run(plan.core, token), child)
         return None
-
-    def _spawn_loop(self) -> None:
-        command = self._backend.config.command
-        while (launch := self._to_spawn.get()) is not None:
-            failure: OmaBridgeError | None = None
-            try:
-                launch.child.launch(release_gil=True)
-            except OmaBridgeError as exc:
-                failure = exc
-            except Exception as exc:  # a run must never be left unreported
-                reason = f"{type(exc).__name__}: {exc}"
-                failure = BackendStartError(command, reason=reason)
-            self._spawned.append((launch, failure))
-            if self._waiting:  # else the loop looks at _spawned before it waits
-                self.wake()
-
-    def _take_spawned(self) -> list[tuple[Hashable, AgentRunResult]]:
-        """Attach the children the threads started; the runs that could not."""
-        failed: list[tuple[Hashable, AgentRunResult]] = []
-        while self._spawned:
-            (run, child), failure = self._spawned.popleft()
-            del self._spawning[run]
-            if failure is not None:
-                run.core.failed(failure)
-                failed.append((run.token, run.core.finish(time.monotonic()).result))
-            else:
-                child.finish_launch()
-                self._watch(run, child)
-        return failed
 
     def _watch(self, run: _Run, child: Child) -> None:
         run.io = RunIO(run.core, child, self._sel, run)
@@ -211,15 +153,9 @@ class RunPool:
         """Block until some I/O, a run's deadline, ``timeout`` or ``wake``;
         return the runs that ended, with their tokens."""
         budget, due = self._timers(time.monotonic(), timeout)
-        # A spawning thread wakes the select only while the loop is in it
-        # (or about to be): a child spawned before is seen right after.
-        self._waiting = True
-        if self._spawned:
-            budget = 0
         ready = self._sel.poll(None if budget == float("inf") else max(budget, 0))
-        self._waiting = False
         touched = self._dispatch(ready, time.monotonic())
-        ended = self._take_spawned()
+        ended: list[tuple[Hashable, AgentRunResult]] = []
         now = time.monotonic()
         touched.update((run, None) for at, run in due if at <= now)
         for run in touched:
@@ -290,22 +226,10 @@ class RunPool:
             os.write(self._wake_write, b"\0")
 
     def stop(self) -> list[Hashable]:
-        """Stop every run: spawn nothing more, kill each tree (SIGTERM to them
-        all, up to ``kill_grace`` for them to exit, then SIGKILL) and reap it.
-        Returns their tokens; they get no result."""
+        """Stop every run: kill each tree (SIGTERM to them all, up to
+        ``kill_grace`` for them to exit, then SIGKILL) and reap it. Returns
+        their tokens; they get no result."""
         stopped: list[Hashable] = []
-        with contextlib.suppress(queue.Empty):
-            while True:
-                queued = self._to_spawn.get_nowait()
-                if queued is not None:
-                    queued.child.abandon()
-                    del self._spawning[queued.run]
-                    stopped.append(queued.run.token)
-        while True:  # spawns in flight end in well under a second
-            stopped.extend(token for token, _ in self._take_spawned())
-            if not self._spawning:
-                break
-            select.select([self._wake_read], [], [], 0.05)
         runs = list(self._runs)
         children = []
         for run in runs:
@@ -319,15 +243,10 @@ class RunPool:
         return stopped
 
     def close(self) -> None:
-        """``stop`` what is running, end the threads, free the selector;
-        idempotent."""
+        """``stop`` what is running, free the selector; idempotent."""
         if self._wake_read < 0:
             return
         self.stop()
-        for _ in self._threads:
-            self._to_spawn.put(None)
-        for thread in self._threads:
-            thread.join()
         self._sel.close()
         os.close(self._wake_read)
         os.close(self._wake_write)

@@ -45,9 +45,10 @@ from ._exit import EXIT_UNKNOWN, StderrTail, exit_error, exit_signal
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Iterable, Mapping, Sequence
-    from typing import IO
+    from typing import IO, TypeAlias
 
-    from ._glibc_spawn import Spawn
+    #: One ``os.posix_spawn`` file action: dup2, or open.
+    _Action: TypeAlias = tuple[int, ...] | tuple[int, int, str, int, int]
 
 __all__ = (
     "EXIT_UNKNOWN",
@@ -128,39 +129,19 @@ class Child:
         fits, stdin is closed too, so the child reads it and then end of file.
         Nothing waits on the child, and no reader is woken up, to deliver it.
         """
+        self._popen = None
+        self.stdin_sent = 0
         if cwd is None:
-            self._prepare(argv, env, pipe_stdin, stdin_data, blocking_output)
-            self.launch(release_gil=False)
-            self.finish_launch()
+            self._posix_spawn(argv, env, pipe_stdin, stdin_data, blocking_output)
         else:
-            self._popen = None
-            self.stdin_sent = 0
             try:
                 self._spawn_in(cwd, argv, env, pipe_stdin)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 raise BackendStartError(argv[0], reason=reason) from exc
-            self._started()
+        self._started()
 
-    @classmethod
-    def prepared(
-        cls,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | Mapping[bytes, bytes],
-        pipe_stdin: bool,
-        stdin_data: bytes = b"",
-        blocking_output: bool = False,
-    ) -> Child:
-        """A child with its pipes made and its input written, not yet spawned:
-        ``launch()`` it (from any thread). For spawning threads: the rest of the
-        work happens here, in the caller's thread, so that a spawning thread
-        takes the GIL once per child instead of at every system call."""
-        child = cls.__new__(cls)
-        child._prepare(argv, env, pipe_stdin, stdin_data, blocking_output)
-        return child
-
-    def _prepare(
+    def _posix_spawn(
         self,
         argv: Sequence[str],
         env: Mapping[str, str] | Mapping[bytes, bytes],
@@ -168,14 +149,42 @@ class Child:
         stdin_data: bytes,
         blocking_output: bool,
     ) -> None:
-        self._popen = None
-        self._blocking_output = blocking_output
-        self.stdin_sent = 0
-        self._argv = list(argv)
-        self._env = env
-        ours: list[int] = []  # the parent's ends, closed again if the spawn fails
+        # posix_spawn: a third of Popen's CPU per start, and the parent is
+        # never forked.
+        ours, theirs, actions = self._pipes(argv[0], pipe_stdin, stdin_data)
+        try:
+            self.pid = os.posix_spawn(
+                argv[0],
+                list(argv),
+                env,
+                file_actions=actions,
+                setsid=True,
+                setsigdef=_DEFAULT_SIGNALS,
+            )
+        except BaseException as exc:
+            for fd in (*ours, *theirs):
+                self._close(fd)
+            if isinstance(exc, OSError):
+                reason = exc.strerror or str(exc)
+                raise BackendStartError(argv[0], reason=reason) from exc
+            raise
+        for fd in theirs:
+            os.close(fd)
+        keep_blocking = ours[1:] if blocking_output else ()
+        for fd in ours:
+            if fd >= 0 and fd not in keep_blocking:
+                _nonblocking(fd)
+        self.stdin, self.stdout, self.stderr = ours
+
+    def _pipes(
+        self, command: str, pipe_stdin: bool, stdin_data: bytes
+    ) -> tuple[list[int], list[int], list[_Action]]:
+        """The parent's ends (stdin, stdout, stderr; -1 for none), the child's
+        ends, and the file actions that put them in place; ``stdin_data``
+        written to the stdin pipe as far as it takes it."""
+        ours: list[int] = []  # the parent's ends, closed again if this fails
         theirs: list[int] = []
-        actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = []
+        actions: list[_Action] = []
         try:
             for target in (0, 1, 2):
                 if target == 0 and not pipe_stdin:
@@ -195,59 +204,8 @@ class Child:
         except OSError as exc:
             for fd in (*ours, *theirs):
                 self._close(fd)
-            raise BackendStartError(argv[0], reason=exc.strerror or str(exc)) from exc
-        self._ours, self._theirs, self._actions = ours, theirs, actions
-
-    def launch(self, *, release_gil: bool) -> None:
-        """posix_spawn the prepared child (a third of Popen's CPU per start, and
-        the parent is never forked); then ``finish_launch()`` it.
-
-        ``release_gil``: other threads run while this one waits for the child
-        to exec (``_glibc_spawn``); where that is not available, the same as
-        without.
-
-        Raises:
-            BackendStartError: the spawn failed; every descriptor is closed.
-        """
-        spawn: Spawn = os.posix_spawn
-        if release_gil:
-            from ._glibc_spawn import spawn_releasing_gil
-
-            spawn = spawn_releasing_gil() or os.posix_spawn
-        try:
-            self.pid = spawn(
-                self._argv[0],
-                self._argv,
-                self._env,
-                file_actions=self._actions,
-                setsid=True,
-                setsigdef=_DEFAULT_SIGNALS,
-            )
-        except OSError as exc:
-            self.abandon()
-            raise BackendStartError(
-                self._argv[0], reason=exc.strerror or str(exc)
-            ) from exc
-        except BaseException:
-            self.abandon()
-            raise
-
-    def abandon(self) -> None:
-        """Close the descriptors of a prepared child that will not start."""
-        for fd in (*self._ours, *self._theirs):
-            self._close(fd)
-        self._ours = self._theirs = []
-
-    def finish_launch(self) -> None:
-        """After ``launch``: close the child's ends, watch its exit."""
-        for fd in self._theirs:
-            os.close(fd)
-        keep_blocking = self._ours[1:] if self._blocking_output else ()
-        for fd in self._ours:
-            if fd >= 0 and fd not in keep_blocking:
-                _nonblocking(fd)
-        self.stdin, self.stdout, self.stderr = self._ours
-        self._started()
+            raise BackendStartError(command, reason=exc.strerror or str(exc)) from exc
+        return ours, theirs, actions
 
     def _started(self) -> None:
         try:

@@ -19,7 +19,7 @@ from ._proc import Child, end_stop
 from ._run import RunCore, Step, prompt_text
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterable
+    from collections.abc import Hashable, Iterable, Mapping
 
     from ..bridge import RunRequest
     from .process import ProcessBackend
@@ -40,7 +40,9 @@ class Plan:
     """A run about to start: its core and the child's command line.
 
     Everything before the spawn; ``timeout`` can only shorten the configured
-    one, and ``events=False`` is for a pool (see ``RunCore``).
+    one, and ``events=False`` is for a pool (see ``RunCore``). ``env``: the
+    children's environment, by default the backend's as ``os.environ`` is now
+    (a pool passes the one it took when it was made).
     """
 
     def __init__(
@@ -51,10 +53,11 @@ class Plan:
         now: float,
         timeout: float | None = None,
         events: bool = True,
+        env: Mapping[bytes, bytes] | None = None,
     ) -> None:
         config = backend.config
         self.config = config
-        self.env = backend.child_env()
+        self.env = backend.child_env() if env is None else env
         self.argv = [config.command, *config.args]
         self.stdin_data = b""
         text = prompt_text(request)
@@ -89,22 +92,6 @@ class Plan:
                 pipe_stdin=self.config.input == "stdin",
                 stdin_data=self.stdin_data,
                 blocking_output=True,  # read only when select says so
-            )
-        except OmaBridgeError as exc:
-            self.core.failed(exc)
-            return None
-
-    def prepared(self) -> Child | None:
-        """The child with its pipes and input ready, for a thread to launch
-        (``Child.prepared``); None (the core failed) if the pipes cannot be made."""
-        assert self.config.cwd is None  # Popen (for cwd) cannot be split so
-        try:
-            return Child.prepared(
-                self.argv,
-                env=self.env,
-                pipe_stdin=self.config.input == "stdin",
-                stdin_data=self.stdin_data,
-                blocking_output=True,
             )
         except OmaBridgeError as exc:
             self.core.failed(exc)

@@ -111,8 +111,6 @@ class ProcessBackend:
         # The command's path per child PATH: a batch looks it up once, not per
         # item. A failed lookup is not kept, so a later install is found.
         self._resolved: dict[bytes | None, str] = {}
-        # The child environment, kept while os.environ stays the same.
-        self._env: tuple[dict[bytes, bytes], dict[bytes, bytes]] | None = None
 
     @property
     def input_profile(self) -> InputProfile:
@@ -122,13 +120,9 @@ class ProcessBackend:
         return ProcessRun(self, request, self._runs)
 
     def child_env(self) -> Mapping[bytes, bytes]:
-        """The children's environment (read-only): the same object for every
-        run until ``os.environ`` changes."""
-        current = dict(os.environb)
-        if self._env is None or self._env[0] != current:
-            env = child_environb(self.config.env, self.config.scrub_env)
-            self._env = (current, env)
-        return self._env[1]
+        """The children's environment, built from ``os.environ`` as it is now:
+        a run reads it when it starts, a pool (one batch) when it is made."""
+        return child_environb(self.config.env, self.config.scrub_env)
 
     def executable(self, env: Mapping[bytes, bytes]) -> str:
         """The command's path under the child's ``env`` (BackendStartError if none)."""

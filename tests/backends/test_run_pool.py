@@ -1,10 +1,4 @@
-"""``RunPool``: many process runs side by side in one thread, no event loop.
-
-Most tests run twice (the ``spawn_path`` fixture): children spawned by the
-pool's threads through glibc's GIL-releasing ``posix_spawn``, and spawned by
-the loop itself with ``os.posix_spawn`` (``OMA_BRIDGE_SPAWN=stdlib``, and the
-only path elsewhere), so both paths keep the same guarantees.
-"""
+"""``RunPool``: many process runs side by side in one thread, no event loop."""
 
 from __future__ import annotations
 
@@ -12,14 +6,12 @@ import os
 import select
 import signal
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 from oma_bridge import BackendStartError, BackendTimeout, RunRequest
-from oma_bridge.backends._glibc_spawn import spawn_releasing_gil
 from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig, RunPool
 from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state
 
@@ -28,21 +20,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from oma_bridge import AgentRunResult
-
-GLIBC = spawn_releasing_gil() is not None
-
-
-@pytest.fixture(params=["ctypes", "stdlib"])
-def spawn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """How pools made in the test spawn: glibc's posix_spawn through ctypes in
-    spawning threads, or ``os.posix_spawn`` in the loop (OMA_BRIDGE_SPAWN)."""
-    if request.param == "ctypes":
-        if not GLIBC:
-            pytest.skip("spawning threads need glibc's posix_spawn")
-        monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)
-    else:
-        monkeypatch.setenv("OMA_BRIDGE_SPAWN", "stdlib")
-    return str(request.param)
 
 
 @pytest.fixture(params=["epoll", "poll"])
@@ -116,7 +93,7 @@ def wait_dead(pid: int) -> None:
     assert ready and is_dead(pid), f"{pid} is still alive"
 
 
-def test_many_runs_each_get_their_own_output(spawn_path: str, poller: str) -> None:
+def test_many_runs_each_get_their_own_output(poller: str) -> None:
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
     with RunPool(backend) as pool:
         for n in range(40):
@@ -130,9 +107,7 @@ def test_many_runs_each_get_their_own_output(spawn_path: str, poller: str) -> No
         assert result.output == f"prompt {n}"
 
 
-def test_every_child_leads_its_own_session_with_the_configured_environment(
-    spawn_path: str,
-) -> None:
+def test_every_child_leads_its_own_session_with_the_configured_environment() -> None:
     code = (
         "import os, sys; s = os.getsid(0) == os.getpid() == os.getpgid(0); "
         "print(s, os.environ.get('PICKED'), os.environ.get('HOME'), sys.argv[1:])"
@@ -145,9 +120,7 @@ def test_every_child_leads_its_own_session_with_the_configured_environment(
 
 
 @pytest.mark.parametrize("size", [1, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20])
-def test_output_and_stderr_of_any_size_arrive_whole(
-    spawn_path: str, poller: str, size: int
-) -> None:
+def test_output_and_stderr_of_any_size_arrive_whole(poller: str, size: int) -> None:
     # A pipe's end is taken from its hang-up where the poller reports one: a
     # short last read must not lose or repeat a byte around the read size.
     # The child makes its stdout pipe hold 1 MiB where it can, so that much
@@ -174,7 +147,7 @@ def test_output_and_stderr_of_any_size_arrive_whole(
         assert "e" * 100 in str(result.error)
 
 
-def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawn_path: str) -> None:
+def test_stdin_is_the_null_device_when_the_prompt_is_not_sent() -> None:
     config = python("import sys; print(repr(sys.stdin.read()))", input="none")
     with RunPool(ProcessBackend(config)) as pool:
         pool.start(request("unsent"), "a")
@@ -183,7 +156,6 @@ def test_stdin_is_the_null_device_when_the_prompt_is_not_sent(spawn_path: str) -
 
 
 def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
-    spawn_path: str,
     poller: str,
 ) -> None:
     big = "x" * (1 << 20)
@@ -197,7 +169,7 @@ def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
 @pytest.mark.parametrize(
     "size", [select.PIPE_BUF - 1, select.PIPE_BUF, select.PIPE_BUF + 1]
 )
-def test_prompts_around_pipe_buf_arrive_whole(spawn_path: str, size: int) -> None:
+def test_prompts_around_pipe_buf_arrive_whole(size: int) -> None:
     # Up to PIPE_BUF bytes go in with one blocking write before the spawn;
     # beyond, the stdin end turns non-blocking and the pool writes the rest.
     prompt = "é" * (size // 2) + "x" * (size % 2)
@@ -209,7 +181,6 @@ def test_prompts_around_pipe_buf_arrive_whole(spawn_path: str, size: int) -> Non
 
 
 def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
-    spawn_path: str,
     poller: str,
 ) -> None:
     # The run's output pipes are read only when select() says so; after the
@@ -226,7 +197,7 @@ def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
         wait_dead(escaped)
 
 
-def test_a_missing_command_fails_at_once_and_keeps_nothing(spawn_path: str) -> None:
+def test_a_missing_command_fails_at_once_and_keeps_nothing() -> None:
     config = ProcessBackendConfig(command="oma-bridge-no-such-command")
     with RunPool(ProcessBackend(config)) as pool:
         result = pool.start(request("x"), "a")
@@ -234,22 +205,23 @@ def test_a_missing_command_fails_at_once_and_keeps_nothing(spawn_path: str) -> N
     assert isinstance(result.error, BackendStartError)
 
 
-def test_a_failed_exec_is_reported_by_wait(spawn_path: str, tmp_path: Path) -> None:
+def test_a_failed_exec_fails_the_run_at_once_and_keeps_nothing(
+    tmp_path: Path,
+) -> None:
     # Found on PATH, but exec fails (no interpreter for the script): the spawn
-    # itself fails, in the spawning thread when there is one.
+    # itself fails, and start() reports it.
     script = tmp_path / "broken"
     script.write_text("#!/nonexistent/interpreter\n")
     script.chmod(0o755)
     with RunPool(ProcessBackend(ProcessBackendConfig(command=str(script)))) as pool:
-        started = pool.start(request("x"), "a")
-        ended = [started] if started is not None else [r for _, r in drain(pool, 1)]
-    [result] = ended
+        result = pool.start(request("x"), "a")
+        assert result is not None and len(pool) == 0
     assert isinstance(result.error, BackendStartError)
     assert "No such file or directory" in str(result.error)
 
 
 def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
-    spawn_path: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     pidfile = tmp_path / "pids"
     config = peer("tree.py", str(pidfile), "--ignore-term", kill_grace=0.5)
@@ -268,7 +240,7 @@ def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
 
 
 def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
-    spawn_path: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     # Both runs share the pool: the quick ones end while the slow one's
     # SIGTERM grace runs; nothing blocks the loop meanwhile.
@@ -299,7 +271,7 @@ def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
 
 
 def test_stop_kills_every_tree_and_returns_every_token(
-    spawn_path: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     pidfiles = [tmp_path / f"pids{n}" for n in range(4)]
     # tree.py PIDFILE, the prompt being the pidfile's path
@@ -320,7 +292,7 @@ def test_stop_kills_every_tree_and_returns_every_token(
 
 
 def test_leaving_the_pool_early_kills_and_reaps_every_tree(
-    spawn_path: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     # What a batch does when its iteration is broken off: close() the pool.
     pidfiles = [tmp_path / f"pids{n}" for n in range(2)]
@@ -349,38 +321,6 @@ def test_leaving_the_pool_early_kills_and_reaps_every_tree(
         wait_dead(grandchild)
 
 
-def test_stop_takes_back_runs_not_yet_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not GLIBC:
-        pytest.skip("spawning threads need glibc's posix_spawn")
-    monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)  # the threads' path
-    with RunPool(ProcessBackend(python("import time; time.sleep(30)")),
-                 spawners=1) as pool:  # fmt: skip
-        for n in range(30):
-            pool.start(request("x"), n)
-        stopped = pool.stop()
-        assert sorted(stopped) == list(range(30)) and len(pool) == 0
-
-
-@pytest.mark.parametrize("path", ["ctypes", "stdlib"])
-def test_the_spawn_path_is_chosen_when_the_pool_is_made(
-    path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # os.posix_spawn holds the GIL while the child execs: threads would gain
-    # nothing, so with OMA_BRIDGE_SPAWN=stdlib the pool starts none.
-    if path == "ctypes" and not GLIBC:
-        pytest.skip("spawning threads need glibc's posix_spawn")
-    monkeypatch.setenv("OMA_BRIDGE_SPAWN", "auto" if path == "ctypes" else "stdlib")
-    backend = ProcessBackend(ProcessBackendConfig(command="cat"))
-    with RunPool(backend) as pool:
-        monkeypatch.delenv("OMA_BRIDGE_SPAWN")  # read at creation, not later
-        for n in range(3):
-            assert pool.start(request(f"p{n}"), n) is None
-        spawning = [t for t in threading.enumerate() if t.name == "oma-bridge-spawn"]
-        outputs = {token: result.output for token, result in drain(pool, 3)}
-    assert outputs == {0: "p0", 1: "p1", 2: "p2"}
-    assert bool(spawning) == (path == "ctypes")
-
-
 def test_wake_interrupts_a_wait() -> None:
     with RunPool(ProcessBackend(python("pass"))) as pool:
         pool.wake()
@@ -389,38 +329,9 @@ def test_wake_interrupts_a_wait() -> None:
         assert time.monotonic() - started < HANG_GUARD / 2
 
 
-@pytest.mark.skipif(not GLIBC, reason="glibc's posix_spawn through ctypes")
-def test_the_gil_releasing_spawn_matches_os_posix_spawn() -> None:
-    spawn = spawn_releasing_gil()
-    assert spawn is not None
-    read, write = os.pipe2(os.O_CLOEXEC)
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, write, 1),
-    ]
-    code = (
-        "import os, sys; "
-        "print(sys.argv[1], os.environ['X'], os.getsid(0) == os.getpid())"
-    )
-    try:
-        pid = spawn(sys.executable, [sys.executable, "-I", "-S", "-c", code, "arg"],
-                    {b"X": b"value"}, file_actions=actions, setsid=True,
-                    setsigdef=())  # fmt: skip
-    finally:
-        os.close(write)
-    with os.fdopen(read, "rb") as out:
-        assert out.read() == b"arg value True\n"
-    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-    with pytest.raises(FileNotFoundError):
-        spawn("/nonexistent/program", ["x"], {}, file_actions=[], setsid=False,
-              setsigdef=())  # fmt: skip
-
-
-def test_a_change_to_os_environ_reaches_the_next_child(
-    spawn_path: str, monkeypatch: pytest.MonkeyPatch
+def test_a_change_to_os_environ_reaches_the_next_pool(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The children's environment (and its C array) is built once per backend
-    # and kept only while os.environ stays the same.
     backend = ProcessBackend(python("import os; print(os.environ.get('OMA_T'))"))
     seen = []
     for value in ("one", "two", None):
@@ -435,7 +346,23 @@ def test_a_change_to_os_environ_reaches_the_next_child(
     assert seen == [{"one\n"}, {"two\n"}, {"None\n"}]
 
 
-def test_children_get_the_default_action_for_sigpipe(spawn_path: str) -> None:
+def test_the_environment_is_fixed_when_the_pool_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One batch, one environment: a pool reads os.environ once, when made.
+    backend = ProcessBackend(python("import os; print(os.environ.get('OMA_T'))"))
+    monkeypatch.setenv("OMA_T", "before")
+    with RunPool(backend) as pool:
+        monkeypatch.setenv("OMA_T", "after")
+        pool.start(request("x"), "old")
+        [(_, old)] = drain(pool, 1)
+        with RunPool(backend) as fresh:
+            fresh.start(request("x"), "new")
+            [(_, new)] = drain(fresh, 1)
+    assert old.output == "before\n" and new.output == "after\n"
+
+
+def test_children_get_the_default_action_for_sigpipe() -> None:
     # Python ignores SIGPIPE; a child must not inherit that, or `cmd | head`
     # style agents would see EPIPE errors instead of ending quietly.
     config = ProcessBackendConfig(command="cat", args=("/proc/self/status",))
@@ -447,36 +374,7 @@ def test_children_get_the_default_action_for_sigpipe(spawn_path: str) -> None:
     assert not ignored & (1 << (signal.SIGXFSZ - 1))
 
 
-def test_an_unexpected_error_in_a_spawning_thread_is_reported_not_lost(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    if not GLIBC:
-        pytest.skip("spawning threads need glibc's posix_spawn")
-    monkeypatch.delenv("OMA_BRIDGE_SPAWN", raising=False)  # the threads' path
-    from oma_bridge.backends._proc import Child
-
-    real = Child.launch
-
-    def launch(child: Child, *, release_gil: bool) -> None:
-        if child._argv[-1] == "boom":
-            child.abandon()
-            raise RuntimeError("out of luck")
-        real(child, release_gil=release_gil)
-
-    monkeypatch.setattr(Child, "launch", launch)
-    config = ProcessBackendConfig(command="echo", input="argument")
-    with RunPool(ProcessBackend(config)) as pool:
-        for prompt in ("a", "boom", "b"):
-            assert pool.start(request(prompt), prompt) is None
-        results = dict(drain(pool, 3))
-    assert results["a"].output == "a\n" and results["b"].output == "b\n"
-    error = results["boom"].error
-    assert isinstance(error, BackendStartError)
-    assert "RuntimeError: out of luck" in str(error)
-
-
 def test_a_leader_gone_while_an_escaped_child_holds_the_pipes_ends_after_grace(
-    spawn_path: str,
     poller: str,
 ) -> None:
     # The leader exits at once; a descendant that left its process group (so

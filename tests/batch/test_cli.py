@@ -82,7 +82,6 @@ def interrupt_when(runner: subprocess.Popen[str], condition, what: str) -> str:
     return stderr
 
 
-@pytest.mark.usefixtures("spawn_path")
 def test_plain_text_lines_become_items_with_line_numbers(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
@@ -147,7 +146,6 @@ def test_invalid_lines_are_reported_with_line_numbers_before_anything_runs(
     assert sorted(r["id"] for r in records(out)) == [1, 6]
 
 
-@pytest.mark.usefixtures("spawn_path")
 def test_retries_are_counted_and_never_repeat_terminal_errors(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     marker = tmp_path / "flaky-marker"
@@ -201,7 +199,6 @@ def test_a_missing_command_is_not_retried(tmp_path: Path) -> None:
         assert (record["error_kind"], record["attempts"]) == ("BACKEND_START", 1)
 
 
-@pytest.mark.usefixtures("spawn_path")
 def test_per_item_timeout_stops_the_item_and_is_retried(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
@@ -283,7 +280,6 @@ def test_resume_after_sigkill_loses_nothing_and_reruns_nothing_recorded(
     assert f"{len(first)} already done (resumed)" in done.stderr
 
 
-@pytest.mark.usefixtures("spawn_path")
 def test_sigint_cancels_running_items_and_leaves_a_valid_file(tmp_path: Path) -> None:
     ledger, out = tmp_path / "ledger", tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
