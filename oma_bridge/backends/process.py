@@ -3,7 +3,7 @@
 This module holds the config and the backend. A run's state lives in
 ``_run.RunCore`` (no I/O); ``_runio`` wires a child to it, and three thin
 drivers wait for the I/O: the async stream and the blocking run (``_drive``)
-and the batch pool (``_pool.RunPool``, re-exported here). Spawning and the
+and the batch pool (``_pool.RunPool``). Spawning and the
 one kill-and-reap are in ``_proc``.
 """
 
@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Literal, final
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge import InputProfile
 from ._drive import ProcessRun, run_blocking
-from ._pool import RunPool
 from ._proc import child_environb, resolve_executable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from ..bridge import AgentRunResult, RunRequest, RunStream, StreamEvent
+    from ._pool import RunPool
 
-__all__ = ("ProcessBackend", "ProcessBackendConfig", "RunPool")
+__all__ = ("ProcessBackend", "ProcessBackendConfig")
 
 InputMode = Literal["stdin", "argument", "none"]
 
@@ -153,6 +153,8 @@ class ProcessBackend:
 
     def run_pool(self) -> RunPool:
         """Runs side by side without an event loop, on one selector (batch jobs)."""
+        from ._pool import RunPool  # batch only: a single run never loads it
+
         return RunPool(self)
 
     async def aclose(self) -> None:

@@ -6,9 +6,6 @@ before any hook, event, history change or backend work happens.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import copy
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -25,9 +22,11 @@ Path = tuple[str | int, ...]
 
 _ROLES = ("user", "assistant")
 _MEDIA_BLOCKS = ("image", "video")
+# Patterns, not compiled objects: re compiles (and caches) them on first use, so a
+# string run, which has no media, never pays ~1 ms of compiling at import.
 # type/subtype with no parameters: "image/png" yes, "image/png; q=1" no.
-_MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*")
-_URL = re.compile(r"https?://[^\s/?#]+[^\s]*", re.IGNORECASE)
+_MIME = r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*"
+_URL = r"(?i)https?://[^\s/?#]+[^\s]*"
 
 
 def text_message(text: str) -> LLMMessage:
@@ -130,7 +129,7 @@ def _check_source(source: object, path: Path) -> None:
     kind = source.get("type")
     if kind == "url":
         url = source.get("url")
-        if not isinstance(url, str) or not _URL.fullmatch(url):
+        if not isinstance(url, str) or not re.fullmatch(_URL, url):
             raise InvalidMessageError(
                 "a url source must be an absolute http: or https: URL "
                 "(file: paths, data: URLs and private schemes are not accepted)",
@@ -156,13 +155,16 @@ def _check_source(source: object, path: Path) -> None:
 
 
 def _check_mime(value: object, path: Path) -> None:
-    if not isinstance(value, str) or not _MIME.fullmatch(value):
+    if not isinstance(value, str) or not re.fullmatch(_MIME, value):
         raise InvalidMessageError(
             f"media_type must be a parameterless MIME type, got {value!r}", path=path
         )
 
 
 def _is_canonical_base64(data: str) -> bool:
+    import base64  # only media blocks need these: a string run never loads them
+    import binascii
+
     if not data or len(data) % 4:
         return False
     try:
@@ -173,6 +175,8 @@ def _is_canonical_base64(data: str) -> bool:
 
 
 def deep_copy(value: object, path: Path = ("input",)) -> object:
+    import copy  # only structured input is copied: a string run never loads it
+
     try:
         return copy.deepcopy(value)
     except Exception as exc:

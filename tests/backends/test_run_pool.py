@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from oma_bridge import BackendStartError, BackendTimeout, RunRequest
-from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig, RunPool
+from oma_bridge.backends._pool import RunPool
+from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig
 from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state
 
 if TYPE_CHECKING:
