@@ -96,25 +96,27 @@ class NdjsonStream:
             if line is None:
                 await self._fill()
                 continue
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line.strip():
-                continue
             try:
+                # JSON allows whitespace around a value, a CRLF's \r included:
+                # only a line that fails to parse is looked at twice.
                 return _loads(line)  # type: ignore[no-any-return]
             except ValueError:
-                raise ProtocolError(
-                    "The peer wrote a line that is not JSON on the protocol stream.",
-                    line_preview=preview(line),
-                ) from None
+                if line.strip():
+                    raise ProtocolError(
+                        "The peer wrote a line that is not JSON on the protocol "
+                        "stream.",
+                        line_preview=preview(line.removesuffix(b"\r")),
+                    ) from None
 
     def _next_line(self) -> bytes | None:
         buf = self._buf
-        end = buf.find(b"\n", max(self._pos, self._scanned))
+        end = buf.find(b"\n", self._scanned)  # _pos <= _scanned: never rescan
         if end < 0:
             if self._discarding:
                 self._clear()
-            elif self._too_long(self._pos, len(buf)):
+            elif len(buf) - self._pos > self.max_line_bytes and self._too_long(
+                self._pos, len(buf)
+            ):
                 head = bytes(buf[self._pos : self._pos + _PREVIEW])
                 self._clear()
                 self._discarding = True
@@ -124,11 +126,13 @@ class NdjsonStream:
             if self._eof:
                 return self._last_line()
             return None
-        start, self._pos = self._pos, end + 1
+        start = self._pos
+        self._pos = self._scanned = end + 1
         if self._discarding:
             self._discarding = False
             return b""
-        if self._too_long(start, end):
+        # The \r of a CRLF does not count, so only a longer line needs a look.
+        if end - start > self.max_line_bytes and self._too_long(start, end):
             raise self._oversize(bytes(buf[start : start + _PREVIEW]))
         line = bytes(buf[start:end])
         if self._pos > 1 << 16 and self._pos * 2 > len(buf):
