@@ -3,16 +3,17 @@
 Against the same small agent (tests/peers/acp_agent.py), in one run:
 
 1. median turn latency (one ``agent_message_chunk`` per turn), ratio
-   oma-bridge / official (target <= 1.0);
+   oma-bridge / official (target <= 0.7);
 2. ``agent_message_chunk`` throughput at 100 chunks per turn, ratio
-   oma-bridge / official (target >= 1.0);
+   oma-bridge / official (target >= 1.5);
 3. client peak RSS, each side measured in its own fresh process (target:
    oma-bridge not above the official client);
 4. a one-shot run (spawn, initialize, one prompt, exit) as a fresh Python
    process: ``oma-bridge run --acp`` (or the equivalent library call when the
    CLI lacks ``--acp``) against a one-shot official-SDK client (target <= 0.8).
 
-It prints a table and asserts nothing. Usage:
+It prints the load average (a busy machine inflates the latencies at random),
+then a table, and asserts nothing. Usage:
 python benchmarks/acp_turns.py [--turns N] [--oneshots N]
 """
 
@@ -27,6 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import environment_line, load_line
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = [sys.executable, str(ROOT / "tests" / "peers" / "acp_agent.py")]
@@ -177,6 +182,10 @@ def main() -> None:
         )
         return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
+    print(environment_line())
+    load = load_line()
+    if load:
+        print(load)
     ours, official = measure("ours"), measure("official")
     ours_cmd, official_cmd, label = _oneshot_commands()
     ours_t, official_t = [], []
@@ -184,12 +193,12 @@ def main() -> None:
         ours_t.append(_time(ours_cmd))
         official_t.append(_time(official_cmd))
     rows = [
-        ("turn latency (s, median)", ours["latency"], official["latency"], "<= 1.0"),
+        ("turn latency (s, median)", ours["latency"], official["latency"], "<= 0.7"),
         (
             "chunks/s at 100 per turn",
             ours["throughput"],
             official["throughput"],
-            ">= 1.0",
+            ">= 1.5",
         ),
         (
             "client peak RSS (KiB)",
