@@ -33,6 +33,7 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _PREVIEW = 160
 
 _loads = json.loads
+_decode = json.JSONDecoder().decode  # json.loads(str) without its checks
 # One encoder for every frame: compact, UTF-8 as is (ensure_ascii=False), NaN
 # allowed as json.dumps allows it; no cycle check, as a message is a tree.
 _ENCODER = json.JSONEncoder(
@@ -96,9 +97,14 @@ class NdjsonStream:
             if line is None:
                 await self._fill()
                 continue
+            # JSON allows whitespace around a value, a CRLF's \r included: only
+            # a line that fails to parse is looked at again.
             try:
-                # JSON allows whitespace around a value, a CRLF's \r included:
-                # only a line that fails to parse is looked at twice.
+                return _decode(line.decode())  # type: ignore[no-any-return]
+            except ValueError:
+                pass
+            try:
+                # What json.loads takes besides: a BOM, UTF-16/32, surrogates.
                 return _loads(line)  # type: ignore[no-any-return]
             except ValueError:
                 if line.strip():
