@@ -12,9 +12,13 @@ Against the same small agent (tests/peers/acp_agent.py), in one run:
    process: ``oma-bridge run --acp`` (or the equivalent library call when the
    CLI lacks ``--acp``) against a one-shot official-SDK client (target <= 0.8).
 
+Rows 1-3 run each side ``--rounds`` times, each time in a fresh process,
+alternating which side goes first, and show the median of the rounds: one
+window of a few hundred turns per side is short enough for a change of load
+(or of where the scheduler puts the two processes) to swing the ratio.
 It prints the load average (a busy machine inflates the latencies at random),
 then a table, and asserts nothing. Usage:
-python benchmarks/acp_turns.py [--turns N] [--oneshots N]
+python benchmarks/acp_turns.py [--turns N] [--rounds N] [--oneshots N]
 """
 
 from __future__ import annotations
@@ -168,6 +172,7 @@ def _time(cmd: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--oneshots", type=int, default=7)
     parser.add_argument("--side", choices=("ours", "official"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -186,7 +191,14 @@ def main() -> None:
     load = load_line()
     if load:
         print(load)
-    ours, official = measure("ours"), measure("official")
+    rounds: dict[str, list[dict[str, float]]] = {"ours": [], "official": []}
+    for i in range(args.rounds):  # interleaved, alternating which goes first
+        for side in ("ours", "official") if i % 2 == 0 else ("official", "ours"):
+            rounds[side].append(measure(side))
+    ours, official = (
+        {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        for runs in (rounds["ours"], rounds["official"])
+    )
     ours_cmd, official_cmd, label = _oneshot_commands()
     ours_t, official_t = [], []
     for _ in range(args.oneshots):  # interleaved
