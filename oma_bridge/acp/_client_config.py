@@ -26,6 +26,7 @@ __all__ = (
 )
 
 _POLICIES = ("auto-approve", "reject", "read-only")
+_ACP_PROFILE = InputProfile(transport="acp")  # asked for twice a turn: made once
 
 
 class PermissionRequest(NamedTuple):
@@ -188,7 +189,7 @@ class AcpBackendConfig:
 
     @property
     def input_profile(self) -> InputProfile:
-        return InputProfile(transport="acp")
+        return _ACP_PROFILE
 
     def create_backend(self) -> AcpBackend:
         from .client import AcpBackend

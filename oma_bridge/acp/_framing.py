@@ -33,6 +33,7 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _PREVIEW = 160
 
 _loads = json.loads
+_decode = json.JSONDecoder().decode  # json.loads(str) without its checks
 # One encoder for every frame: compact, UTF-8 as is (ensure_ascii=False), NaN
 # allowed as json.dumps allows it; no cycle check, as a message is a tree.
 _ENCODER = json.JSONEncoder(
@@ -96,25 +97,32 @@ class NdjsonStream:
             if line is None:
                 await self._fill()
                 continue
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line.strip():
-                continue
+            # JSON allows whitespace around a value, a CRLF's \r included: only
+            # a line that fails to parse is looked at again.
             try:
+                return _decode(line.decode())  # type: ignore[no-any-return]
+            except ValueError:
+                pass
+            try:
+                # What json.loads takes besides: a BOM, UTF-16/32, surrogates.
                 return _loads(line)  # type: ignore[no-any-return]
             except ValueError:
-                raise ProtocolError(
-                    "The peer wrote a line that is not JSON on the protocol stream.",
-                    line_preview=preview(line),
-                ) from None
+                if line.strip():
+                    raise ProtocolError(
+                        "The peer wrote a line that is not JSON on the protocol "
+                        "stream.",
+                        line_preview=preview(line.removesuffix(b"\r")),
+                    ) from None
 
     def _next_line(self) -> bytes | None:
         buf = self._buf
-        end = buf.find(b"\n", max(self._pos, self._scanned))
+        end = buf.find(b"\n", self._scanned)  # _pos <= _scanned: never rescan
         if end < 0:
             if self._discarding:
                 self._clear()
-            elif self._too_long(self._pos, len(buf)):
+            elif len(buf) - self._pos > self.max_line_bytes and self._too_long(
+                self._pos, len(buf)
+            ):
                 head = bytes(buf[self._pos : self._pos + _PREVIEW])
                 self._clear()
                 self._discarding = True
@@ -124,11 +132,13 @@ class NdjsonStream:
             if self._eof:
                 return self._last_line()
             return None
-        start, self._pos = self._pos, end + 1
+        start = self._pos
+        self._pos = self._scanned = end + 1
         if self._discarding:
             self._discarding = False
             return b""
-        if self._too_long(start, end):
+        # The \r of a CRLF does not count, so only a longer line needs a look.
+        if end - start > self.max_line_bytes and self._too_long(start, end):
             raise self._oversize(bytes(buf[start : start + _PREVIEW]))
         line = bytes(buf[start:end])
         if self._pos > 1 << 16 and self._pos * 2 > len(buf):

@@ -214,11 +214,14 @@ class TurnEnd(NamedTuple):
     aborted: bool = False
 
 
+_ENDED = TurnEnd()
+
+
 def turn_end(reply: JSONValue) -> TurnEnd:
     """Map the reply's ``stopReason`` (absent counts as ``end_turn``)."""
     stop = reply.get("stopReason") if isinstance(reply, dict) else None
     if stop in ("end_turn", None):
-        return TurnEnd()
+        return _ENDED
     if stop in ("max_tokens", "max_turn_requests"):
         return TurnEnd(budget_exceeded=True)
     if stop == "refusal":

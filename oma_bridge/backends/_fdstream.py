@@ -228,10 +228,10 @@ class FdSendStream(anyio.abc.ByteSendStream):
     async def send(self, item: bytes) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
-        view = memoryview(item)
-        sent = self._write(view)
-        if sent == len(view):
+        sent = self._write(item)
+        if sent == len(item):
             return  # most items: no checkpoint and no cancel scope to pay for
+        view = memoryview(item)  # the rest, without copying it
         if self._finish_within is None:
             await self._send_rest(view, sent)
             return
@@ -252,7 +252,7 @@ class FdSendStream(anyio.abc.ByteSendStream):
                 self.torn = True
             raise
 
-    def _write(self, data: memoryview) -> int:
+    def _write(self, data: bytes | memoryview) -> int:
         try:
             return os.write(self._fd, data)
         except BlockingIOError:

@@ -83,6 +83,21 @@ async def test_non_json_line_is_a_protocol_error() -> None:
     assert info.value.line_preview == "Loading model..."
 
 
+async def test_a_bad_crlf_line_is_previewed_without_its_carriage_return() -> None:
+    stream = reader(b"Loading model...\r\n")
+    with pytest.raises(ProtocolError, match="not JSON") as info:
+        await stream.receive()
+    assert info.value.line_preview == "Loading model..."
+
+
+async def test_what_json_loads_takes_on_bytes_is_still_taken() -> None:
+    # A UTF-8 BOM, and a lone surrogate in UTF-8 (json.loads decodes bytes with
+    # surrogatepass): not plain UTF-8 text, but json.loads(bytes) accepts them.
+    data = b'\xef\xbb\xbf{"a":1}\n"\xed\xa0\x80"\n'
+    assert await drain(reader(data)) == [json.loads(line) for line in data.split()]
+    assert await drain(reader(data)) == [{"a": 1}, "\ud800"]
+
+
 async def test_torn_last_frame_and_clean_eof() -> None:
     with pytest.raises(ProtocolError, match="middle of a frame"):
         await drain(reader(b'{"a":1}\n{"b":'))
