@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 __all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots=True: it builds the class twice, at every start
 class TokenUsage:
     """Tokens (and cost, when the agent reports it) spent by one run.
 
