@@ -85,6 +85,11 @@ class NdjsonStream:
         """The byte stream has ended (the peer closed its side)."""
         return self._eof
 
+    @property
+    def has_unread(self) -> bool:
+        """Bytes were received that no ``receive`` has returned yet."""
+        return self._pos < len(self._buf)
+
     async def receive(self) -> JSONValue:
         """The next message.
 

@@ -48,6 +48,7 @@ A run's ``timeout`` counts from the moment ``session/prompt`` is sent: spawning,
 from __future__ import annotations
 
 import logging
+import select
 import signal
 import time
 import weakref
@@ -98,6 +99,13 @@ logger = logging.getLogger(__name__)
 #: How often a run queued behind another checks whether that one was abandoned
 #: (dropped without aclose(): nothing wakes the queue then).
 _ABANDONED_POLL = 0.2
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has data (or end of file) to read now."""
+    poller = select.poll()  # not select.select: descriptors may exceed 1024
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 @final
@@ -278,7 +286,7 @@ class _AcpRun:
         self._agent: AgentProcess | None = None
         self._prompt_id: int | str | None = None
         # Fed by the agent's routing table with this turn's session/updates.
-        self.turn = TurnUpdates()
+        self.turn = TurnUpdates(max_output_bytes=self._config.max_output_bytes)
         self._started = 0.0
         self._deadline = float("inf")
         self._begun = False
@@ -370,8 +378,40 @@ class _AcpRun:
                 self._agent = None
                 await backend._drop_agent()  # the next run starts a fresh agent
                 return exc
+        await self._read_late_frames(agent)
         await self._prompt(agent)
         return None
+
+    async def _read_late_frames(self, agent: AgentProcess) -> None:
+        """Read what the agent has sent since the last turn's answer.
+
+        A turn ends at its answer: no run is fed while this reads (``agent.run``
+        is None), so late ``session/update``s reach no output; requests are
+        served as usual. Bounded by ``cancel_grace`` (a frame left half-written).
+
+        Raises:
+            ProtocolError: the connection broke, or a frame stayed half-written.
+        """
+        conn, stream, child = agent.conn, agent.stream, agent.child
+        assert conn is not None and stream is not None and child is not None
+        read = 0
+        with anyio.move_on_after(self._config.cancel_grace) as scope:
+            while stream.has_unread or _readable(child.stdout):
+                await conn.pump()
+                read += 1
+        if scope.cancelled_caught:
+            raise conn.fail(
+                ProtocolError(
+                    "The agent left a frame half-written between turns for "
+                    f"{self._config.cancel_grace} s (cancel_grace)."
+                )
+            )
+        if read:
+            logger.debug(
+                "read %d frame(s) the agent sent after its last turn ended; "
+                "their session/updates belong to no run",
+                read,
+            )
 
     async def _prompt(self, agent: AgentProcess) -> None:
         """Send ``session/prompt``; the run's deadline starts now, not at spawn."""
@@ -490,6 +530,7 @@ class _AcpRun:
             budget_exceeded=budget_exceeded,
             error=error,
             duration_s=time.monotonic() - self._started if self._started else 0.0,
+            output_truncated=self.turn.truncated,
         )
         if error is None:
             return DoneEvent(result)
