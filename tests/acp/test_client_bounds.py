@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from oma_bridge import DoneEvent, TextEvent
+from oma_bridge import (
+    DoneEvent,
+    ErrorEvent,
+    ProcessBackendConfig,
+    ProtocolError,
+    TextEvent,
+)
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.bridge import RunRequest
 
@@ -93,3 +99,37 @@ async def test_a_late_update_never_reaches_the_next_run(
     assert second[-1].result.output == "two"  # type: ignore[union-attr]
     assert [e.text for e in second if isinstance(e, TextEvent)] == ["two"]
     assert "after its last turn ended" in caplog.text
+
+
+async def test_a_frame_left_half_written_between_turns_fails_the_next_run(
+    tmp_path: Path,
+) -> None:
+    # The next run reads what was sent after the answer; a frame that never
+    # ends is given cancel_grace, then the agent is replaced.
+    fifo = open_fifo(tmp_path / "notify")
+    env = {"ACP_NOTIFY": str(tmp_path / "notify")}
+    config = fake_agent(tmp_path / "log", env=env, cancel_grace=0.5)
+    try:
+        async with config.create_backend() as backend:
+            with anyio.fail_after(WAIT):
+                first = [
+                    e async for e in backend.stream(request("say:one;latehalf:LATE"))
+                ]
+                await wait_line(fifo, "sent late")
+                second = [e async for e in backend.stream(request("say:two"))]
+                third = [e async for e in backend.stream(request("say:three"))]
+    finally:
+        os.close(fifo)
+    assert first[-1].result.output == "one"  # type: ignore[union-attr]
+    failed = second[-1]
+    assert isinstance(failed, ErrorEvent) and not failed.result.success
+    assert isinstance(failed.error, ProtocolError)
+    assert "half-written" in str(failed.error)
+    assert third[-1].result.output == "three"  # type: ignore[union-attr]
+
+
+def test_the_default_cap_is_the_process_backends() -> None:
+    process = ProcessBackendConfig(command="agent")
+    assert AcpBackendConfig(command="agent").max_output_bytes == (
+        process.max_output_bytes
+    )

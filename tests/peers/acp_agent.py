@@ -23,7 +23,7 @@ Each prompt's text is a list of ';'-separated commands:
   bulk:N:SIZE (N message chunks of SIZE "x" each: a large output)
   late:TEXT (after answering the prompt, one more message chunk TEXT in its own
     write; then "sent late" to ACP_NOTIFY) latejoined:TEXT (the same, but in
-    the same write as the answer)
+    the same write as the answer) latehalf:TEXT (only the first 20 bytes of it)
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def prompt_turn(sid: str, text: str) -> str:
             piece = "x" * int(size)
             for _ in range(int(count)):
                 chunk(sid, piece)
-        elif name in ("late", "latejoined"):
+        elif name in ("late", "latejoined", "latehalf"):
             _late.append((name, arg))
         elif name == "image":
             update(
@@ -404,6 +404,12 @@ def send_late(reply: dict, sid: str) -> None:
             },
         }
         frame = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+        if name == "latehalf":  # the start of the frame, and no more
+            send_frames(frames)
+            frames = []
+            OUT.write(json.dumps(frame).encode()[:20])
+            OUT.flush()
+            continue
         if name == "latejoined":
             frames.append(frame)
             continue
