@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..bridge import JSONValue
     from ._client_config import AcpBackendConfig
     from ._routing import Params
-    from .client import _AcpRun
+    from ._turn import AcpRun
 
 __all__ = ("AgentProcess",)
 
@@ -95,7 +95,7 @@ class AgentProcess:
         self.last_cost: float | None = None
         # The run whose turn is in flight: weak, so a run its consumer dropped
         # without aclose() dies and is noticed (see AcpBackend._active).
-        self.run: weakref.ref[_AcpRun] | None = None
+        self.run: weakref.ref[AcpRun] | None = None
         # session/update params for config.on_update, read but not yet passed on.
         self.raw_updates: deque[dict[str, JSONValue]] = deque()
         # session/cancel is on its way: permission requests get `cancelled`.

@@ -72,6 +72,13 @@ PermissionPolicy: TypeAlias = (
 class AcpBackendConfig:
     """Drive ``command`` as an ACP agent over stdio, one session reused across runs.
 
+    A turn ends at the agent's answer to its ``session/prompt``. A
+    ``session/update`` the agent sends after that answer belongs to no run: the
+    next run reads whatever the agent has already sent before its own prompt
+    goes out, and drops those updates from its events and output (logged at
+    DEBUG; ``on_update`` still sees them). An update written only after the
+    next prompt went out cannot be told apart from that turn's own.
+
     Attributes:
         command: The agent executable (looked up on the child's PATH) or a path.
         args: Its arguments, as separate argv elements.
@@ -127,6 +134,10 @@ class AcpBackendConfig:
             is killed.
         kill_grace: Seconds between SIGTERM and SIGKILL when stopping the agent.
         max_line_bytes: The largest frame accepted from the agent.
+        max_output_bytes: Message text kept per run (UTF-8 bytes), as
+            ``ProcessBackendConfig.max_output_bytes``: the rest is dropped, no
+            text event is made of it, and the result says ``output_truncated``
+            (its output ends with a marker).
         stderr_tail_bytes: How much of the agent's stderr errors show.
         terminal_output_bytes: Cap on the output kept per terminal.
     """
@@ -155,6 +166,7 @@ class AcpBackendConfig:
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_output_bytes: int = 16 * 1024 * 1024
     stderr_tail_bytes: int = 8 * 1024
     terminal_output_bytes: int = 1024 * 1024
 
@@ -186,6 +198,8 @@ class AcpBackendConfig:
             raise ValueError("AcpBackendConfig.timeout must be positive")
         if self.max_line_bytes <= 0:
             raise ValueError("AcpBackendConfig.max_line_bytes must be positive")
+        if self.max_output_bytes < 0:
+            raise ValueError("AcpBackendConfig.max_output_bytes must not be negative")
 
     @property
     def input_profile(self) -> InputProfile:

@@ -85,6 +85,11 @@ class NdjsonStream:
         """The byte stream has ended (the peer closed its side)."""
         return self._eof
 
+    @property
+    def has_unread(self) -> bool:
+        """Bytes were received that no ``receive`` has returned yet."""
+        return self._pos < len(self._buf)
+
     async def receive(self) -> JSONValue:
         """The next message.
 
@@ -103,9 +108,13 @@ class NdjsonStream:
                 return _decode(line.decode())  # type: ignore[no-any-return]
             except ValueError:
                 pass
+            except RecursionError:  # json recurses per level: "[[[[..." breaks it
+                raise self._too_deep(line) from None
             try:
                 # What json.loads takes besides: a BOM, UTF-16/32, surrogates.
                 return _loads(line)  # type: ignore[no-any-return]
+            except RecursionError:
+                raise self._too_deep(line) from None
             except ValueError:
                 if line.strip():
                     raise ProtocolError(
@@ -170,6 +179,12 @@ class NdjsonStream:
                 line_preview=preview(rest),
             )
         raise anyio.EndOfStream
+
+    def _too_deep(self, line: bytes) -> ProtocolError:
+        return ProtocolError(
+            "The peer wrote a JSON frame nested too deeply to decode.",
+            line_preview=preview(line),
+        )
 
     def _oversize(self, head: bytes) -> ProtocolError:
         return ProtocolError(

@@ -2,8 +2,8 @@
 
 Pure: no I/O and no anyio. ``TurnUpdates.feed`` takes the ``update`` object of
 each notification and queues the ``StreamEvent`` made of it, while keeping what
-the turn's result needs: the output text, the tool calls, the latest plan and
-the token usage.
+the turn's result needs: the output text (up to a byte cap), the tool calls, the
+latest plan and the token usage.
 """
 
 from __future__ import annotations
@@ -50,11 +50,24 @@ class TurnUpdates:
         base_used: The session's cumulative ``usage_update.used`` before this
             turn, so the turn reports only its increase.
         base_cost: The session's cumulative cost before this turn, if known.
+        max_output_bytes: Message text kept (UTF-8 bytes); the rest is dropped,
+            no event is made of it and ``truncated`` is set, as the process
+            backend does with stdout.
     """
 
-    def __init__(self, *, base_used: int = 0, base_cost: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        base_used: int = 0,
+        base_cost: float | None = None,
+        max_output_bytes: int | None = None,
+    ) -> None:
         self.base_used = base_used
         self.base_cost = base_cost
+        self.max_output_bytes = max_output_bytes
+        #: Message text beyond ``max_output_bytes`` was dropped.
+        self.truncated = False
+        self._kept = 0  # bytes of message text kept so far
         self.events: deque[StreamEvent] = deque()
         self.tools: dict[str, ToolCallRecord] = {}
         self.plan: list[dict[str, JSONValue]] | None = None
@@ -65,8 +78,12 @@ class TurnUpdates:
 
     @property
     def output(self) -> str:
-        """The agent's message text so far."""
-        return "".join(self._output)
+        """The agent's message text so far; marked at the end if it was cut."""
+        text = "".join(self._output)
+        if self.truncated:
+            cap = self.max_output_bytes
+            text += f"\n[oma-bridge: output truncated at {cap} bytes]\n"
+        return text
 
     @property
     def tool_calls(self) -> tuple[ToolCallRecord, ...]:
@@ -104,10 +121,24 @@ class TurnUpdates:
     # -- one handler per kind ------------------------------------------------------
 
     def _on_message(self, update: dict[str, JSONValue]) -> None:
-        text = content_text(update.get("content"))
+        text = self._capped(content_text(update.get("content")))
         if text:
             self._output.append(text)
             self.events.append(TextEvent(text))
+
+    def _capped(self, text: str) -> str:
+        """What of ``text`` fits under ``max_output_bytes`` (whole characters)."""
+        cap = self.max_output_bytes
+        if cap is None or not text:
+            return text
+        size = len(text) if text.isascii() else len(text.encode())
+        room = cap - self._kept
+        if size > room:
+            self.truncated = True
+            text = text.encode()[: max(room, 0)].decode("utf-8", "ignore")
+            size = len(text.encode())
+        self._kept += size
+        return text
 
     def _on_thought(self, update: dict[str, JSONValue]) -> None:
         text = content_text(update.get("content"))

@@ -43,30 +43,25 @@ aborted failure, and no agent is started after ``aclose()``.
 
 A run's ``timeout`` counts from the moment ``session/prompt`` is sent: spawning,
 ``initialize`` and the session are bounded by ``startup_timeout`` instead.
+
+A turn ends at the answer to its ``session/prompt``: updates the agent sends
+after it reach no run's output (see ``AcpBackendConfig``), and a run's message
+text is capped at ``max_output_bytes``. The run itself lives in ``_turn``.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import time
-import weakref
 from typing import TYPE_CHECKING, final
 
 import anyio
 
 from ..bridge import (
-    AgentRunResult,
     BackendStartError,
     BackendTimeout,
-    DoneEvent,
-    ErrorEvent,
     OmaBridgeError,
-    ProtocolError,
-    RemoteError,
-    TokenUsage,
 )
-from . import methods as m
 from ._agent_process import AgentProcess
 from ._client_config import (
     AcpBackendConfig,
@@ -76,12 +71,14 @@ from ._client_config import (
     PermissionRequest,
     UpdateHook,
 )
-from ._updates import TurnUpdates, turn_end
+from ._turn import AcpRun
 
 if TYPE_CHECKING:
+    import weakref
+
     from typing_extensions import Self
 
-    from ..bridge import InputProfile, RunRequest, RunStream, StreamEvent
+    from ..bridge import InputProfile, RunRequest, RunStream
 
 __all__ = (
     "AcpBackend",
@@ -116,7 +113,7 @@ class AcpBackend:
         # finalizer that may await, so instead its death is how the next run
         # learns the turn was abandoned (a dead reference here): that run then
         # stops the agent, whose turn state it cannot know, and starts afresh.
-        self._active: weakref.ref[_AcpRun] | None = None
+        self._active: weakref.ref[AcpRun] | None = None
         self._idle: anyio.Event | None = None  # set when _active is released
         self._closed = False  # aclose() was called: start no agent, queue no run
         self._queued = 0  # runs waiting in _wait_turn for the session
@@ -134,9 +131,9 @@ class AcpBackend:
 
     def stream(self, request: RunRequest) -> RunStream:
         """One prompt turn; nothing starts until the first iteration."""
-        return _AcpRun(self, request)
+        return AcpRun(self, request)
 
-    def _active_run(self) -> _AcpRun | None:
+    def _active_run(self) -> AcpRun | None:
         return self._active() if self._active is not None else None
 
     def _closed_error(self) -> BackendStartError:
@@ -231,7 +228,7 @@ class AcpBackend:
             # wakes its waits with ClosedResourceError before closing anything.
             await self._drop_agent()
 
-    async def _end_run_in_flight(self, ref: weakref.ref[_AcpRun] | None) -> None:
+    async def _end_run_in_flight(self, ref: weakref.ref[AcpRun] | None) -> None:
         """Make the agent end under a run another task drives; bounded.
 
         Not ``Child.terminate()``: it would reap in this task, racing the run's
@@ -249,7 +246,7 @@ class AcpBackend:
             child.killpg(signal.SIGKILL)
             await self._released(ref, config.kill_grace)
 
-    async def _released(self, ref: weakref.ref[_AcpRun] | None, within: float) -> bool:
+    async def _released(self, ref: weakref.ref[AcpRun] | None, within: float) -> bool:
         """Wait up to ``within`` seconds for the run behind ``ref`` to let go."""
         with anyio.move_on_after(within):
             while self._active is ref and ref is not None and ref() is not None:
@@ -259,264 +256,6 @@ class AcpBackend:
         return not (self._active is ref and ref is not None and ref() is not None)
 
     dispose = aclose
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-
-@final
-class _AcpRun:
-    """One ``session/prompt`` turn, pumped in the consumer's own task."""
-
-    def __init__(self, backend: AcpBackend, request: RunRequest) -> None:
-        self._backend = backend
-        self._config = backend.config
-        self._request = request
-        self._agent: AgentProcess | None = None
-        self._prompt_id: int | str | None = None
-        # Fed by the agent's routing table with this turn's session/updates.
-        self.turn = TurnUpdates()
-        self._started = 0.0
-        self._deadline = float("inf")
-        self._begun = False
-        self._finished = False
-        self._owns_backend = False
-        self.closing = False
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        if self._finished:
-            raise StopAsyncIteration
-        try:
-            if not self._begun:
-                self._begun = True
-                failure = await self._begin()
-                if failure is not None:
-                    return await self._fail(failure)
-            return await self._next_event()
-        except OmaBridgeError as exc:
-            return await self._fail(exc)
-        except anyio.ClosedResourceError:
-            # AcpBackend.aclose() closed the pipes under this run (a backstop:
-            # the framing and the connection turn most of these into EOF).
-            error: OmaBridgeError = ProtocolError(
-                "The agent's pipes were closed (AcpBackend.aclose())."
-            )
-            if self._agent is not None and self._agent.conn is not None:
-                error = self._agent.conn.fail(error)
-            self.closing = True
-            return await self._fail(error)
-        except BaseException:
-            await self.aclose()
-            raise
-
-    async def _next_event(self) -> StreamEvent:
-        """Pump the connection until the turn has an event or has ended."""
-        agent = self._agent
-        assert (
-            agent is not None and agent.conn is not None and self._prompt_id is not None
-        )
-        conn, events = agent.conn, self.turn.events
-        while True:
-            if agent.raw_updates:
-                await agent.pass_updates()  # before the events made of them
-            if events:
-                return events.popleft()
-            if conn.has_response(self._prompt_id):
-                return await self._complete()
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                return await self._time_out()
-            if remaining == float("inf"):
-                await conn.pump()  # no cancel scope per frame without a deadline
-            else:
-                with anyio.move_on_after(remaining):
-                    await conn.pump()
-
-    # -- start -------------------------------------------------------------------
-
-    async def _begin(self) -> OmaBridgeError | None:
-        backend = self._backend
-        if backend._active is not None:  # another run holds (or held) the session
-            await backend._wait_turn()
-        if backend._closed:
-            self.closing = True
-            return backend._closed_error()
-        abandoned = backend._active is not None  # a dead reference
-        backend._active = weakref.ref(self)
-        self._owns_backend = True
-        self._started = time.monotonic()
-        if abandoned:
-            logger.warning(
-                "a run of %r was dropped without aclose() in mid-turn; "
-                "restarting the agent",
-                self._config.command,
-            )
-            await backend._drop_agent()
-        try:
-            agent = await backend._agent_for_run()
-        except OmaBridgeError as exc:
-            return exc
-        self._agent = agent
-        if self._config.session_per_run and agent.session_used:
-            try:
-                await agent.new_session()  # cancelled here: aclose() drops the agent
-            except OmaBridgeError as exc:
-                self._agent = None
-                await backend._drop_agent()  # the next run starts a fresh agent
-                return exc
-        await self._prompt(agent)
-        return None
-
-    async def _prompt(self, agent: AgentProcess) -> None:
-        """Send ``session/prompt``; the run's deadline starts now, not at spawn."""
-        agent.session_used = True
-        assert agent.conn is not None
-        text = self._request.prompt
-        if self._request.system_prompt and not agent.system_prompt_sent:
-            # ACP has no system prompt; the session's first prompt carries it.
-            text = f"{self._request.system_prompt}\n\n{text}"
-        # Usage is cumulative per session: the turn reports its increase.
-        self.turn.base_used, self.turn.base_cost = agent.last_used, agent.last_cost
-        agent.run = weakref.ref(self)
-        self._prompt_id = await agent.conn.send_request(
-            m.SESSION_PROMPT,
-            {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": text}]},
-        )
-        agent.system_prompt_sent = True
-        if self._config.timeout is not None:
-            self._deadline = time.monotonic() + self._config.timeout
-
-    # -- endings -----------------------------------------------------------------
-
-    async def _complete(self) -> StreamEvent:
-        agent = self._agent
-        assert (
-            agent is not None and agent.conn is not None and self._prompt_id is not None
-        )
-        try:
-            reply = await agent.conn.wait_response(self._prompt_id)
-        except RemoteError as exc:
-            # The agent refused this prompt but is still usable. Some agents
-            # (claude-agent-acp) open a session and only then ask for a login.
-            if exc.rpc_code == m.AUTH_REQUIRED:
-                exc = agent.auth_error(exc)
-            return self._terminal(exc)
-        usage = self.turn.usage(reply)
-        self._commit_usage()
-        end = turn_end(reply)
-        return self._terminal(
-            end.error,
-            usage=usage,
-            budget_exceeded=end.budget_exceeded,
-            aborted=end.aborted,
-        )
-
-    def _commit_usage(self) -> None:
-        agent = self._agent
-        assert agent is not None
-        if self.turn.used is not None:
-            agent.last_used = self.turn.used
-        if self.turn.cost is not None:
-            agent.last_cost = self.turn.cost
-
-    async def _fail(self, exc: OmaBridgeError) -> StreamEvent:
-        agent = self._agent
-        try:
-            if (
-                agent is not None
-                and agent.conn is not None
-                and agent.conn.error is not None
-            ):
-                exc = await agent.explain(exc)  # cancellable: waits for the exit
-                await self._backend._drop_agent()
-            aborted = self.closing or self._backend._closed
-            return self._terminal(exc, aborted=aborted)
-        finally:
-            if not self._finished:  # cancelled in explain(): stop the turn anyway
-                await self.aclose()
-
-    async def _time_out(self) -> StreamEvent:
-        await self._cancel_turn()
-        timeout = self._config.timeout or 0.0
-        return self._terminal(
-            BackendTimeout(
-                f"The ACP turn of {self._config.command!r}", timeout=timeout
-            ),
-            aborted=True,
-        )
-
-    async def _cancel_turn(self) -> None:
-        """session/cancel, drain within cancel_grace, else kill; never raises."""
-        agent = self._agent
-        with anyio.CancelScope(shield=True):
-            if agent is None or agent.conn is None or self._prompt_id is None:
-                if agent is not None and self._prompt_id is None:
-                    await self._backend._drop_agent()  # cancelled while starting
-                return
-            agent.cancelling = True  # cleared by _release()
-            if await agent.cancel_turn(self._prompt_id):
-                self._commit_usage()
-            else:
-                await self._backend._drop_agent()
-
-    def _terminal(
-        self,
-        error: OmaBridgeError | None,
-        *,
-        usage: TokenUsage | None = None,
-        budget_exceeded: bool = False,
-        aborted: bool = False,
-    ) -> StreamEvent:
-        self._release()
-        if usage is None:
-            usage = self.turn.usage() if self._agent is not None else TokenUsage()
-        output = self.turn.output
-        result = AgentRunResult(
-            success=error is None and not aborted,
-            output=output,
-            messages=[
-                *self._request.messages,
-                {"role": "assistant", "content": [{"type": "text", "text": output}]},
-            ],
-            token_usage=usage,
-            tool_calls=self.turn.tool_calls,
-            aborted=aborted,
-            budget_exceeded=budget_exceeded,
-            error=error,
-            duration_s=time.monotonic() - self._started if self._started else 0.0,
-        )
-        if error is None:
-            return DoneEvent(result)
-        return ErrorEvent(error, result)
-
-    def _release(self) -> None:
-        self._finished = True
-        agent = self._agent
-        if agent is not None:
-            if agent.run is not None and agent.run() is self:
-                agent.run = None
-            agent.cancelling = False
-            if agent.terminals is not None:
-                agent.terminals.release_all()
-        backend = self._backend
-        if self._owns_backend and backend._active_run() is self:
-            backend._active = None
-            backend._wake_queued()
-
-    async def aclose(self) -> None:
-        """Stop the turn (see the module docstring); idempotent, never raises."""
-        if self._finished:
-            return
-        self._finished = True
-        if self._owns_backend:
-            await self._cancel_turn()
-        self._release()
 
     async def __aenter__(self) -> Self:
         return self

@@ -10,7 +10,8 @@ answering session/new, send an available_commands_update, as agents do),
 --init-delay SECONDS (answer initialize that much later: a slow start-up).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
-ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has.
+ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
+late: and latejoined: write "sent late" once their chunks are written.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
@@ -19,6 +20,10 @@ Each prompt's text is a list of ';'-separated commands:
   cancelperm:KIND (like slow, but asks permission after session/cancel)
   closeout (close stdout, log "closed stdout", stay alive until stdin closes)
   kinds (one update of every kind, with fields no event carries: see kinds())
+  bulk:N:SIZE (N message chunks of SIZE "x" each: a large output)
+  late:TEXT (after answering the prompt, one more message chunk TEXT in its own
+    write; then "sent late" to ACP_NOTIFY) latejoined:TEXT (the same, but in
+    the same write as the answer) latehalf:TEXT (only the first 20 bytes of it)
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ ARGS = sys.argv[1:]
 _buf = b""
 _next_id = 1000
 _backlog: list[dict] = []
+_late: list[tuple[str, str]] = []  # (command, text) sent after the prompt's answer
 CWD = os.getcwd()  # the last session's cwd
 
 
@@ -212,6 +218,13 @@ def prompt_turn(sid: str, text: str) -> str:
         elif name == "chunks":
             for i in range(int(arg)):
                 chunk(sid, f"c{i} ")
+        elif name == "bulk":
+            count, _, size = arg.partition(":")
+            piece = "x" * int(size)
+            for _ in range(int(count)):
+                chunk(sid, piece)
+        elif name in ("late", "latejoined", "latehalf"):
+            _late.append((name, arg))
         elif name == "image":
             update(
                 sid,
@@ -379,6 +392,42 @@ def prompt_turn(sid: str, text: str) -> str:
     return stop
 
 
+def send_late(reply: dict, sid: str) -> None:
+    """The prompt's answer, then the chunks of its late:/latejoined: commands."""
+    frames = [reply]
+    for name, text in _late:
+        params = {
+            "sessionId": sid,
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
+        }
+        frame = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+        if name == "latehalf":  # the start of the frame, and no more
+            send_frames(frames)
+            frames = []
+            OUT.write(json.dumps(frame).encode()[:20])
+            OUT.flush()
+            continue
+        if name == "latejoined":
+            frames.append(frame)
+            continue
+        send_frames(frames)
+        frames = [frame]
+    send_frames(frames)
+    _late.clear()
+    if os.environ.get("ACP_NOTIFY"):
+        with open(os.environ["ACP_NOTIFY"], "w") as fifo:
+            fifo.write("sent late\n")
+
+
+def send_frames(frames: list[dict]) -> None:
+    if frames:
+        OUT.write(b"".join(json.dumps(f).encode() + b"\n" for f in frames))
+        OUT.flush()
+
+
 def main() -> None:
     global CWD
     if "--ignore-sigterm" in ARGS:
@@ -472,7 +521,10 @@ def main() -> None:
             reply["error"] = error
         else:
             reply["result"] = result
-        send(reply)
+        if _late:
+            send_late(reply, params.get("sessionId", ""))
+        else:
+            send(reply)
         if method == "session/new" and error is None and "--commands" in ARGS:
             update(
                 result["sessionId"],  # type: ignore[index]

@@ -1,0 +1,341 @@
+"""One ACP prompt turn (``AcpRun``), pumped in its consumer's own task.
+
+``AcpBackend.stream`` hands one out per run; ``client``'s module docstring says
+how runs are driven, cancelled and closed. A turn ends at the agent's answer to
+its ``session/prompt``: before prompting, a run reads what the agent sent since
+the last answer with no turn attached, so those updates reach no run's output.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import time
+import weakref
+from typing import TYPE_CHECKING, final
+
+import anyio
+
+from ..bridge import (
+    AgentRunResult,
+    BackendTimeout,
+    DoneEvent,
+    ErrorEvent,
+    OmaBridgeError,
+    ProtocolError,
+    RemoteError,
+    TokenUsage,
+)
+from . import methods as m
+from ._updates import TurnUpdates, turn_end
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from ..bridge import RunRequest, StreamEvent
+    from ._agent_process import AgentProcess
+    from .client import AcpBackend
+
+__all__ = ("AcpRun",)
+
+# Under the name it always had (these logs came from client.py): logging filters
+# may name it.
+logger = logging.getLogger("oma_bridge.acp.client")
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has data (or end of file) to read now."""
+    poller = select.poll()  # not select.select: descriptors may exceed 1024
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+@final
+class AcpRun:
+    """One ``session/prompt`` turn, pumped in the consumer's own task."""
+
+    def __init__(self, backend: AcpBackend, request: RunRequest) -> None:
+        self._backend = backend
+        self._config = backend.config
+        self._request = request
+        self._agent: AgentProcess | None = None
+        self._prompt_id: int | str | None = None
+        # Fed by the agent's routing table with this turn's session/updates.
+        self.turn = TurnUpdates(max_output_bytes=self._config.max_output_bytes)
+        self._started = 0.0
+        self._deadline = float("inf")
+        self._begun = False
+        self._finished = False
+        self._owns_backend = False
+        self.closing = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            if not self._begun:
+                self._begun = True
+                failure = await self._begin()
+                if failure is not None:
+                    return await self._fail(failure)
+            return await self._next_event()
+        except OmaBridgeError as exc:
+            return await self._fail(exc)
+        except anyio.ClosedResourceError:
+            # AcpBackend.aclose() closed the pipes under this run (a backstop:
+            # the framing and the connection turn most of these into EOF).
+            error: OmaBridgeError = ProtocolError(
+                "The agent's pipes were closed (AcpBackend.aclose())."
+            )
+            if self._agent is not None and self._agent.conn is not None:
+                error = self._agent.conn.fail(error)
+            self.closing = True
+            return await self._fail(error)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _next_event(self) -> StreamEvent:
+        """Pump the connection until the turn has an event or has ended."""
+        agent = self._agent
+        assert (
+            agent is not None and agent.conn is not None and self._prompt_id is not None
+        )
+        conn, events = agent.conn, self.turn.events
+        while True:
+            if agent.raw_updates:
+                await agent.pass_updates()  # before the events made of them
+            if events:
+                return events.popleft()
+            if conn.has_response(self._prompt_id):
+                return await self._complete()
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                return await self._time_out()
+            if remaining == float("inf"):
+                await conn.pump()  # no cancel scope per frame without a deadline
+            else:
+                with anyio.move_on_after(remaining):
+                    await conn.pump()
+
+    # -- start -------------------------------------------------------------------
+
+    async def _begin(self) -> OmaBridgeError | None:
+        backend = self._backend
+        if backend._active is not None:  # another run holds (or held) the session
+            await backend._wait_turn()
+        if backend._closed:
+            self.closing = True
+            return backend._closed_error()
+        abandoned = backend._active is not None  # a dead reference
+        backend._active = weakref.ref(self)
+        self._owns_backend = True
+        self._started = time.monotonic()
+        if abandoned:
+            logger.warning(
+                "a run of %r was dropped without aclose() in mid-turn; "
+                "restarting the agent",
+                self._config.command,
+            )
+            await backend._drop_agent()
+        try:
+            agent = await backend._agent_for_run()
+        except OmaBridgeError as exc:
+            return exc
+        self._agent = agent
+        if self._config.session_per_run and agent.session_used:
+            try:
+                await agent.new_session()  # cancelled here: aclose() drops the agent
+            except OmaBridgeError as exc:
+                self._agent = None
+                await backend._drop_agent()  # the next run starts a fresh agent
+                return exc
+        await self._read_late_frames(agent)
+        await self._prompt(agent)
+        return None
+
+    async def _read_late_frames(self, agent: AgentProcess) -> None:
+        """Read what the agent has sent since the last turn's answer.
+
+        A turn ends at its answer: no run is fed while this reads (``agent.run``
+        is None), so late ``session/update``s reach no output; requests are
+        served as usual. Bounded by ``cancel_grace`` (a frame left half-written).
+
+        Raises:
+            ProtocolError: the connection broke, or a frame stayed half-written.
+        """
+        conn, stream, child = agent.conn, agent.stream, agent.child
+        assert conn is not None and stream is not None and child is not None
+        read = 0
+        with anyio.move_on_after(self._config.cancel_grace) as scope:
+            while stream.has_unread or _readable(child.stdout):
+                await conn.pump()
+                read += 1
+        if scope.cancelled_caught:
+            raise conn.fail(
+                ProtocolError(
+                    "The agent left a frame half-written between turns for "
+                    f"{self._config.cancel_grace} s (cancel_grace)."
+                )
+            )
+        if read:
+            logger.debug(
+                "read %d frame(s) the agent sent after its last turn ended; "
+                "their session/updates belong to no run",
+                read,
+            )
+
+    async def _prompt(self, agent: AgentProcess) -> None:
+        """Send ``session/prompt``; the run's deadline starts now, not at spawn."""
+        agent.session_used = True
+        assert agent.conn is not None
+        text = self._request.prompt
+        if self._request.system_prompt and not agent.system_prompt_sent:
+            # ACP has no system prompt; the session's first prompt carries it.
+            text = f"{self._request.system_prompt}\n\n{text}"
+        # Usage is cumulative per session: the turn reports its increase.
+        self.turn.base_used, self.turn.base_cost = agent.last_used, agent.last_cost
+        agent.run = weakref.ref(self)
+        self._prompt_id = await agent.conn.send_request(
+            m.SESSION_PROMPT,
+            {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": text}]},
+        )
+        agent.system_prompt_sent = True
+        if self._config.timeout is not None:
+            self._deadline = time.monotonic() + self._config.timeout
+
+    # -- endings -----------------------------------------------------------------
+
+    async def _complete(self) -> StreamEvent:
+        agent = self._agent
+        assert (
+            agent is not None and agent.conn is not None and self._prompt_id is not None
+        )
+        try:
+            reply = await agent.conn.wait_response(self._prompt_id)
+        except RemoteError as exc:
+            # The agent refused this prompt but is still usable. Some agents
+            # (claude-agent-acp) open a session and only then ask for a login.
+            if exc.rpc_code == m.AUTH_REQUIRED:
+                exc = agent.auth_error(exc)
+            return self._terminal(exc)
+        usage = self.turn.usage(reply)
+        self._commit_usage()
+        end = turn_end(reply)
+        return self._terminal(
+            end.error,
+            usage=usage,
+            budget_exceeded=end.budget_exceeded,
+            aborted=end.aborted,
+        )
+
+    def _commit_usage(self) -> None:
+        agent = self._agent
+        assert agent is not None
+        if self.turn.used is not None:
+            agent.last_used = self.turn.used
+        if self.turn.cost is not None:
+            agent.last_cost = self.turn.cost
+
+    async def _fail(self, exc: OmaBridgeError) -> StreamEvent:
+        agent = self._agent
+        try:
+            if (
+                agent is not None
+                and agent.conn is not None
+                and agent.conn.error is not None
+            ):
+                exc = await agent.explain(exc)  # cancellable: waits for the exit
+                await self._backend._drop_agent()
+            aborted = self.closing or self._backend._closed
+            return self._terminal(exc, aborted=aborted)
+        finally:
+            if not self._finished:  # cancelled in explain(): stop the turn anyway
+                await self.aclose()
+
+    async def _time_out(self) -> StreamEvent:
+        await self._cancel_turn()
+        timeout = self._config.timeout or 0.0
+        return self._terminal(
+            BackendTimeout(
+                f"The ACP turn of {self._config.command!r}", timeout=timeout
+            ),
+            aborted=True,
+        )
+
+    async def _cancel_turn(self) -> None:
+        """session/cancel, drain within cancel_grace, else kill; never raises."""
+        agent = self._agent
+        with anyio.CancelScope(shield=True):
+            if agent is None or agent.conn is None or self._prompt_id is None:
+                if agent is not None and self._prompt_id is None:
+                    await self._backend._drop_agent()  # cancelled while starting
+                return
+            agent.cancelling = True  # cleared by _release()
+            if await agent.cancel_turn(self._prompt_id):
+                self._commit_usage()
+            else:
+                await self._backend._drop_agent()
+
+    def _terminal(
+        self,
+        error: OmaBridgeError | None,
+        *,
+        usage: TokenUsage | None = None,
+        budget_exceeded: bool = False,
+        aborted: bool = False,
+    ) -> StreamEvent:
+        self._release()
+        if usage is None:
+            usage = self.turn.usage() if self._agent is not None else TokenUsage()
+        output = self.turn.output
+        result = AgentRunResult(
+            success=error is None and not aborted,
+            output=output,
+            messages=[
+                *self._request.messages,
+                {"role": "assistant", "content": [{"type": "text", "text": output}]},
+            ],
+            token_usage=usage,
+            tool_calls=self.turn.tool_calls,
+            aborted=aborted,
+            budget_exceeded=budget_exceeded,
+            error=error,
+            duration_s=time.monotonic() - self._started if self._started else 0.0,
+            output_truncated=self.turn.truncated,
+        )
+        if error is None:
+            return DoneEvent(result)
+        return ErrorEvent(error, result)
+
+    def _release(self) -> None:
+        self._finished = True
+        agent = self._agent
+        if agent is not None:
+            if agent.run is not None and agent.run() is self:
+                agent.run = None
+            agent.cancelling = False
+            if agent.terminals is not None:
+                agent.terminals.release_all()
+        backend = self._backend
+        if self._owns_backend and backend._active_run() is self:
+            backend._active = None
+            backend._wake_queued()
+
+    async def aclose(self) -> None:
+        """Stop the turn (see the module docstring); idempotent, never raises."""
+        if self._finished:
+            return
+        self._finished = True
+        if self._owns_backend:
+            await self._cancel_turn()
+        self._release()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
