@@ -169,6 +169,8 @@ class AcpRun:
         """
         conn, stream, child = agent.conn, agent.stream, agent.child
         assert conn is not None and stream is not None and child is not None
+        if not (stream.has_unread or _readable(child.stdout)):
+            return  # the usual case: nothing came after the answer, no scope needed
         read = 0
         with anyio.move_on_after(self._config.cancel_grace) as scope:
             while stream.has_unread or _readable(child.stdout):
