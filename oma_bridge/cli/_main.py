@@ -19,6 +19,7 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`
 
 EXIT_CODES = f"""\
 exit status:
@@ -28,6 +29,9 @@ exit status:
   {EXIT_TIMEOUT}  --timeout expired; the agent's processes were killed
   {EXIT_NOT_FOUND}  the agent command was not found or could not be started
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); the agent's processes were killed
+  143  SIGTERM (129: SIGHUP); the agent's processes were killed, as for Ctrl-C
+  {EXIT_CLOSED_STDOUT}  stdout was closed (e.g. `| head -1`); the agent's processes were
+       killed and nothing more is printed
 """
 
 
@@ -101,8 +105,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         if program:
             gc.freeze()
             gc.enable()
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+    except BaseException as exc:
+        if not _broken_pipe(exc):
+            raise
+        return _closed_stdout()
     return status
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """Whether ``exc`` is a closed pipe, alone or in a task group's exception group."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    inner = getattr(exc, "exceptions", None)  # an ExceptionGroup (3.10: backport)
+    return isinstance(inner, tuple) and bool(inner) and all(map(_broken_pipe, inner))
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as ``yes`` does.
+
+    The agent was stopped on the way out (any exception stops it). Pointing
+    stdout at /dev/null keeps the interpreter's final flush from failing again.
+    """
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return EXIT_CLOSED_STDOUT
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> int:
