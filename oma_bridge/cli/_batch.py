@@ -190,7 +190,10 @@ def batch_command(args: argparse.Namespace) -> int:
         try:
             found = scan(path)
         except OSError as exc:
-            return fail(f"cannot read {args.input_file}: {exc.strerror or exc}")
+            return fail(
+                f"cannot read {args.input_file}: {exc.strerror or exc}; "
+                "give a readable file, or - for stdin"
+            )
         _report(found.problems, args.skip_invalid)
         if found.problems and not args.skip_invalid:
             return fail(
@@ -207,6 +210,8 @@ def _refused(args: argparse.Namespace) -> str | None:
     """Why the options cannot run as given, or None."""
     if args.resume and args.output is None:
         return "--resume needs --output FILE (the results to continue)"
+    if args.output is not None and (unwritable := _unwritable(args.output)):
+        return unwritable
     if args.output is not None and not args.resume and os.path.exists(args.output):
         if os.path.getsize(args.output) > 0:
             return (
@@ -215,6 +220,19 @@ def _refused(args: argparse.Namespace) -> str | None:
             )
     if args.backoff < 0:
         return "--backoff must not be negative"
+    return None
+
+
+def _unwritable(output: str) -> str | None:
+    """Why ``--output`` cannot be a results file, checked before anything runs."""
+    folder = os.path.dirname(output) or "."
+    if not os.path.isdir(folder):
+        return (
+            f"cannot write --output {output}: the folder {folder} does not exist; "
+            "create it first, or choose another --output"
+        )
+    if os.path.isdir(output):
+        return f"--output {output} is a folder; name a file in it"
     return None
 
 
@@ -240,7 +258,10 @@ def _run(
     todo = items(path, found.jsonl, skip, done)
     resumed = len(found.ids & done)
     tally = Tally(found.valid - resumed)
-    writer = Writer(args.output)
+    try:
+        writer = Writer(args.output)
+    except OSError as exc:
+        return fail(f"cannot write --output {args.output}: {exc.strerror or exc}")
     try:
         cancelled = _run_sync(args, config, todo, writer, tally)
         if cancelled is None:
