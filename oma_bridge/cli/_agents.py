@@ -133,14 +133,9 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     from .. import AgentConfig
     from ..presets import PRESETS
 
-    if (
-        args.cwd is not None
-        and os.path.exists(args.cwd)
-        and not os.path.isdir(args.cwd)
-    ):
-        raise ValueError(
-            f"--cwd {args.cwd} is not a directory; give the folder to run in"
-        )
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        what = "is not a directory" if os.path.exists(args.cwd) else "does not exist"
+        raise ValueError(f"--cwd {args.cwd} {what}; give the folder to run in")
     common: dict[str, Any] = {
         "env": _env(args.env) or None,
         "cwd": args.cwd,

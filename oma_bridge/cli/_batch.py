@@ -26,6 +26,7 @@ from ._main import (
     EXIT_USAGE,
     HelpFormatter,
     fail,
+    only,
 )
 
 if TYPE_CHECKING:
@@ -151,6 +152,10 @@ def _non_negative_int(value: str) -> int:
 # -- output ------------------------------------------------------------------------
 
 
+class OutputError(Exception):
+    """A result could not be written; the message says where and why."""
+
+
 class Writer:
     """Appends one JSON object per line with one ``write`` each."""
 
@@ -167,8 +172,17 @@ class Writer:
 
     def write(self, record: dict[str, JSONValue]) -> None:
         data = (self._encode(record) + "\n").encode()
-        while data:
-            data = data[os.write(self._fd, data) :]
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): main() exits quietly
+        except OSError as exc:  # a full disk, a device that refuses writes
+            raise OutputError(
+                f"cannot write results to {self.path or 'stdout'}: "
+                f"{exc.strerror or exc}; the batch was stopped (fix it, then "
+                "continue with --resume)"
+            ) from exc
 
     def close(self) -> None:
         if self._own:
@@ -263,20 +277,42 @@ def _run(
     except OSError as exc:
         return fail(f"cannot write --output {args.output}: {exc.strerror or exc}")
     try:
-        cancelled = _run_sync(args, config, todo, writer, tally)
-        if cancelled is None:
-            cancelled = _run_async(args, config, todo, writer, tally)
+        cancelled = _execute(args, config, todo, writer, tally)
     except ImportError as exc:
         return fail(str(exc))
+    except BaseException as exc:
+        if (error := only(exc, OutputError)) is None:
+            raise
+        return fail(str(error), EXIT_FAILED)
     finally:
         writer.close()
     sys.stderr.write(
         summary(tally, len(found.problems), resumed, args.output or "stdout")
     )
     sys.stderr.flush()
+    return _status(args, tally, cancelled, bool(found.problems))
+
+
+def _status(
+    args: argparse.Namespace, tally: Tally, cancelled: bool, problems: bool
+) -> int:
     if cancelled and not (args.fail_fast and tally.failed):
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if found.problems or not tally.all_succeeded else EXIT_OK
+    return EXIT_FAILED if problems or not tally.all_succeeded else EXIT_OK
+
+
+def _execute(
+    args: argparse.Namespace,
+    config: AgentConfig,
+    todo: Iterator[BatchItem],
+    writer: Writer,
+    tally: Tally,
+) -> bool:
+    """Run the batch, blocking where the agent allows; whether it was cancelled."""
+    cancelled = _run_sync(args, config, todo, writer, tally)
+    if cancelled is None:
+        cancelled = _run_async(args, config, todo, writer, tally)
+    return cancelled
 
 
 def _record(result: BatchResult, writer: Writer, tally: Tally, fail_fast: bool) -> bool:

@@ -8,10 +8,12 @@ import argparse
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+_E = TypeVar("_E", bound=BaseException)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -108,18 +110,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except BaseException as exc:
-        if not _broken_pipe(exc):
+        if only(exc, BrokenPipeError) is None:
             raise
         return _closed_stdout()
     return status
 
 
-def _broken_pipe(exc: BaseException) -> bool:
-    """Whether ``exc`` is a closed pipe, alone or in a task group's exception group."""
-    if isinstance(exc, BrokenPipeError):
-        return True
+def only(exc: BaseException, kind: type[_E]) -> _E | None:
+    """``exc`` if it is a ``kind``, or the first of an exception group (what a task
+    group raises) that holds nothing else; else None."""
+    if isinstance(exc, kind):
+        return exc
     inner = getattr(exc, "exceptions", None)  # an ExceptionGroup (3.10: backport)
-    return isinstance(inner, tuple) and bool(inner) and all(map(_broken_pipe, inner))
+    if not isinstance(inner, tuple) or not inner:
+        return None
+    found = [only(one, kind) for one in inner]
+    return found[0] if all(one is not None for one in found) else None
 
 
 def _closed_stdout() -> int:

@@ -80,6 +80,7 @@ def test_unreadable_input_says_what_to_give(
         (["--process", "cat 'x"], "--process: No closing quotation"),
         (["--acp", f"{ACP_PEER} 'x"], "--acp: No closing quotation"),
         (["--process", "cat", "--cwd", "in.txt"], "--cwd in.txt is not a directory"),
+        (["--process", "cat", "--cwd", "nowhere"], "--cwd nowhere does not exist"),
     ],
 )
 def test_malformed_agent_options_name_the_option(
@@ -108,3 +109,19 @@ def test_closed_stdout_stops_the_batch_quietly(workdir: Path, agent: list[str]) 
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr and "Error" not in done.stderr
     assert done.stdout.startswith('{"id": 1')
+
+
+@pytest.mark.parametrize("agent", [["--process", "cat"], ["--acp", ACP_PEER]])
+def test_a_failing_output_write_stops_the_batch_with_one_line(
+    workdir: Path, agent: list[str]
+) -> None:
+    """/dev/full refuses every write (ENOSPC), as a full disk would."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    done = batch(*agent, "in.txt", "--output", "/dev/full", cwd=workdir)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr == (
+        "oma-bridge: cannot write results to /dev/full: No space left on device; "
+        "the batch was stopped (fix it, then continue with --resume)\n"
+    )
