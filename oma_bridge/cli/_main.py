@@ -109,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.enable()
     try:
         status: int = args.handler(args)
+    except KeyboardInterrupt:  # before or after the run (which reports its own)
+        return fail("interrupted", EXIT_INTERRUPTED)
     except BaseException as exc:
         if only(exc, BrokenPipeError) is None:
             raise

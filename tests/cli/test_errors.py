@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,37 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], needle: str) -> N
     assert "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert needle in done.stderr
+
+
+def _blocked_reading_stdin(pid: int) -> bool:
+    """Whether ``pid`` sits in read(0, ...): /proc/PID/syscall starts with the
+    syscall number and its first argument, the descriptor."""
+    fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    return fields[:2] == [str(_READ), "0x0"]
+
+
+_READ = {"x86_64": 0, "aarch64": 63}.get(os.uname().machine)
+
+
+@pytest.mark.skipif(_READ is None, reason="read's syscall number is not known here")
+def test_ctrl_c_while_reading_the_prompt_is_one_line() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "run", "--process", "cat", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not _blocked_reading_stdin(proc.pid):
+            assert time.monotonic() < deadline, "the CLI never read its stdin"
+            assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out, err) == (130, "", "oma-bridge: interrupted\n")
