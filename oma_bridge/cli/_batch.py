@@ -20,6 +20,7 @@ from ._agents import add_agent_options, agent_config
 from ._batch_input import Problem, Scan, items, readable_twice, recorded_ids, scan
 from ._batch_progress import Display, Tally, summary
 from ._main import (
+    EXIT_CLOSED_STDOUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -39,10 +40,12 @@ _MAX_REPORTED = 20
 EXIT_STATUS = f"""\
 exit status:
   {EXIT_OK}    every item succeeded
-  {EXIT_FAILED}    some item failed, or invalid lines were skipped
+  {EXIT_FAILED}    some item failed, invalid lines were skipped, or a result could
+       not be written (the batch stopped; --resume continues it)
   {EXIT_USAGE}    bad arguments, or invalid input lines (nothing ran)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C): running items were stopped and recorded as
-       cancelled; --resume runs them and the rest
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM): running items were stopped and
+       recorded as cancelled; --resume runs them and the rest
+  {EXIT_CLOSED_STDOUT}  stdout was closed (`| head -1`): running items were stopped
 """
 
 

@@ -31,9 +31,10 @@ exit status:
   {EXIT_TIMEOUT}  --timeout expired; the agent's processes were killed
   {EXIT_NOT_FOUND}  the agent command was not found or could not be started
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); the agent's processes were killed
-  143  SIGTERM (129: SIGHUP); the agent's processes were killed, as for Ctrl-C
-  {EXIT_CLOSED_STDOUT}  stdout was closed (e.g. `| head -1`); the agent's processes were
-       killed and nothing more is printed
+  129  SIGHUP (the terminal closed); the agent's processes were killed
+  {EXIT_CLOSED_STDOUT}  stdout was closed (`| head -1`); the agent's processes were
+       killed and nothing more is printed, as `yes | head -1` ends
+  143  SIGTERM (`kill`, `timeout`); the agent's processes were killed
 """
 
 
