@@ -43,8 +43,8 @@ exit status:
   {EXIT_FAILED}    some item failed, invalid lines were skipped, or a result could
        not be written (the batch stopped; --resume continues it)
   {EXIT_USAGE}    bad arguments, or invalid input lines (nothing ran)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM): running items were stopped and
-       recorded as cancelled; --resume runs them and the rest
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM, SIGHUP): running items were
+       stopped and recorded as cancelled; --resume runs them and the rest
   {EXIT_CLOSED_STDOUT}  stdout was closed (`| head -1`): running items were stopped
 """
 
@@ -353,8 +353,7 @@ def _run_sync(
         os.write(2, b"\noma-bridge: stopping: running items are cancelled\n")
         batch.cancel()
 
-    signals = (signal.SIGINT, signal.SIGTERM)
-    handlers = {sig: signal.signal(sig, stop) for sig in signals}
+    handlers = {sig: signal.signal(sig, stop) for sig in _stopping_signals()}
     try:
         with Display(tally, lambda: batch.running) as display:
             for result in batch.results(on_tick=display.refresh):
@@ -364,6 +363,14 @@ def _run_sync(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     return batch.is_cancelled
+
+
+def _stopping_signals() -> tuple[signal.Signals, ...]:
+    """The signals that stop a batch; SIGHUP unless ignored (``nohup``)."""
+    hangup = (
+        () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
+    )
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
 
 
 def _run_async(
@@ -408,10 +415,11 @@ async def _drive(
 
 
 async def _on_signals(batch: BatchRun) -> None:
-    """Ctrl-C (or SIGTERM): stop launching, cancel running items, record them."""
+    """Ctrl-C, SIGTERM or SIGHUP: stop launching, cancel running items, record
+    them."""
     import anyio
 
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with anyio.open_signal_receiver(*_stopping_signals()) as signals:
         async for _ in signals:
             sys.stderr.write("\noma-bridge: stopping: running items are cancelled\n")
             batch.cancel()

@@ -141,3 +141,46 @@ def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
     err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 143, err
     _assert_ended(agent_pids)
+
+
+def _wait_file(path: Path, needle: str) -> str:
+    """Poll ``path`` until it holds ``needle`` (a peer's own record of progress)."""
+    deadline = time.monotonic() + 20
+    while not (path.exists() and needle in (text := path.read_text())):
+        assert time.monotonic() < deadline, f"{path} never held {needle!r}"
+        os.sched_yield()
+    return text
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_batch_stops_its_process_agents_on_signal(tmp_path: Path, signum: int) -> None:
+    pidfile, source, out = tmp_path / "pids", tmp_path / "in.txt", tmp_path / "o.jsonl"
+    source.write_text("x\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
+         f"{TREE} {shlex.quote(str(pidfile))}", "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    agent_pids = [int(pid) for pid in _wait_file(pidfile, "\n").split()]
+    err = _stop(proc, signum)
+    assert proc.returncode == 130, err
+    assert '"cancelled": true' in out.read_text()
+    _assert_ended(agent_pids)
+
+
+def test_batch_stops_its_acp_agents_on_sighup(tmp_path: Path) -> None:
+    log, source, out = tmp_path / "log", tmp_path / "in.txt", tmp_path / "o.jsonl"
+    source.write_text("hang\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--acp", ACP_PEER,
+         "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        env={**os.environ, "ACP_LOG": str(log)},
+    )  # fmt: skip
+    _wait_file(log, "session/prompt")
+    agent_pids = _children(proc.pid)
+    err = _stop(proc, signal.SIGHUP)
+    assert proc.returncode == 130, err
+    assert '"cancelled": true' in out.read_text()
+    assert len(agent_pids) == 1
+    _assert_ended(agent_pids)
