@@ -8,6 +8,7 @@ options, so they are declared and interpreted once, here.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
@@ -132,6 +133,9 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     from .. import AgentConfig
     from ..presets import PRESETS
 
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        what = "is not a directory" if os.path.exists(args.cwd) else "does not exist"
+        raise ValueError(f"--cwd {args.cwd} {what}; give the folder to run in")
     common: dict[str, Any] = {
         "env": _env(args.env) or None,
         "cwd": args.cwd,
@@ -142,7 +146,7 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
         transport, name = PRESETS[args.agent].transport, args.agent
     else:
         transport = "process" if args.process is not None else "acp"
-        argv = shlex.split(args.process if args.process is not None else args.acp)
+        argv = _split(transport, args.process if args.process is not None else args.acp)
         if not argv:
             raise ValueError(f"--{transport} needs a command")
         name = argv[0]
@@ -153,6 +157,17 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     return AgentConfig(
         name=name, backend=backend, system_prompt=getattr(args, "system_prompt", None)
     )
+
+
+def _split(transport: str, command: str) -> list[str]:
+    """``--process``/``--acp`` split like a shell would; a malformed one names its
+    option."""
+    try:
+        return shlex.split(command)
+    except ValueError as exc:  # an unbalanced quote
+        raise ValueError(
+            f"--{transport}: {exc} in {command!r}; check its quotes"
+        ) from exc
 
 
 def _env(items: list[str]) -> dict[str, str]:

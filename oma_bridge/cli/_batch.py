@@ -20,12 +20,14 @@ from ._agents import add_agent_options, agent_config
 from ._batch_input import Problem, Scan, items, readable_twice, recorded_ids, scan
 from ._batch_progress import Display, Tally, summary
 from ._main import (
+    EXIT_CLOSED_STDOUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     HelpFormatter,
     fail,
+    only,
 )
 
 if TYPE_CHECKING:
@@ -38,10 +40,12 @@ _MAX_REPORTED = 20
 EXIT_STATUS = f"""\
 exit status:
   {EXIT_OK}    every item succeeded
-  {EXIT_FAILED}    some item failed, or invalid lines were skipped
+  {EXIT_FAILED}    some item failed, invalid lines were skipped, or a result could
+       not be written (the batch stopped; --resume continues it)
   {EXIT_USAGE}    bad arguments, or invalid input lines (nothing ran)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C): running items were stopped and recorded as
-       cancelled; --resume runs them and the rest
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM, SIGHUP): running items were
+       stopped and recorded as cancelled; --resume runs them and the rest
+  {EXIT_CLOSED_STDOUT}  stdout was closed (`| head -1`): running items were stopped
 """
 
 
@@ -151,6 +155,10 @@ def _non_negative_int(value: str) -> int:
 # -- output ------------------------------------------------------------------------
 
 
+class OutputError(Exception):
+    """A result could not be written; the message says where and why."""
+
+
 class Writer:
     """Appends one JSON object per line with one ``write`` each."""
 
@@ -167,8 +175,17 @@ class Writer:
 
     def write(self, record: dict[str, JSONValue]) -> None:
         data = (self._encode(record) + "\n").encode()
-        while data:
-            data = data[os.write(self._fd, data) :]
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): main() exits quietly
+        except OSError as exc:  # a full disk, a device that refuses writes
+            raise OutputError(
+                f"cannot write results to {self.path or 'stdout'}: "
+                f"{exc.strerror or exc}; the batch was stopped (fix it, then "
+                "continue with --resume)"
+            ) from exc
 
     def close(self) -> None:
         if self._own:
@@ -190,7 +207,10 @@ def batch_command(args: argparse.Namespace) -> int:
         try:
             found = scan(path)
         except OSError as exc:
-            return fail(f"cannot read {args.input_file}: {exc.strerror or exc}")
+            return fail(
+                f"cannot read {args.input_file}: {exc.strerror or exc}; "
+                "give a readable file, or - for stdin"
+            )
         _report(found.problems, args.skip_invalid)
         if found.problems and not args.skip_invalid:
             return fail(
@@ -207,6 +227,8 @@ def _refused(args: argparse.Namespace) -> str | None:
     """Why the options cannot run as given, or None."""
     if args.resume and args.output is None:
         return "--resume needs --output FILE (the results to continue)"
+    if args.output is not None and (unwritable := _unwritable(args.output)):
+        return unwritable
     if args.output is not None and not args.resume and os.path.exists(args.output):
         if os.path.getsize(args.output) > 0:
             return (
@@ -215,6 +237,19 @@ def _refused(args: argparse.Namespace) -> str | None:
             )
     if args.backoff < 0:
         return "--backoff must not be negative"
+    return None
+
+
+def _unwritable(output: str) -> str | None:
+    """Why ``--output`` cannot be a results file, checked before anything runs."""
+    folder = os.path.dirname(output) or "."
+    if not os.path.isdir(folder):
+        return (
+            f"cannot write --output {output}: the folder {folder} does not exist; "
+            "create it first, or choose another --output"
+        )
+    if os.path.isdir(output):
+        return f"--output {output} is a folder; name a file in it"
     return None
 
 
@@ -240,22 +275,47 @@ def _run(
     todo = items(path, found.jsonl, skip, done)
     resumed = len(found.ids & done)
     tally = Tally(found.valid - resumed)
-    writer = Writer(args.output)
     try:
-        cancelled = _run_sync(args, config, todo, writer, tally)
-        if cancelled is None:
-            cancelled = _run_async(args, config, todo, writer, tally)
+        writer = Writer(args.output)
+    except OSError as exc:
+        return fail(f"cannot write --output {args.output}: {exc.strerror or exc}")
+    try:
+        cancelled = _execute(args, config, todo, writer, tally)
     except ImportError as exc:
         return fail(str(exc))
+    except BaseException as exc:
+        if (error := only(exc, OutputError)) is None:
+            raise
+        return fail(str(error), EXIT_FAILED)
     finally:
         writer.close()
     sys.stderr.write(
         summary(tally, len(found.problems), resumed, args.output or "stdout")
     )
     sys.stderr.flush()
+    return _status(args, tally, cancelled, bool(found.problems))
+
+
+def _status(
+    args: argparse.Namespace, tally: Tally, cancelled: bool, problems: bool
+) -> int:
     if cancelled and not (args.fail_fast and tally.failed):
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if found.problems or not tally.all_succeeded else EXIT_OK
+    return EXIT_FAILED if problems or not tally.all_succeeded else EXIT_OK
+
+
+def _execute(
+    args: argparse.Namespace,
+    config: AgentConfig,
+    todo: Iterator[BatchItem],
+    writer: Writer,
+    tally: Tally,
+) -> bool:
+    """Run the batch, blocking where the agent allows; whether it was cancelled."""
+    cancelled = _run_sync(args, config, todo, writer, tally)
+    if cancelled is None:
+        cancelled = _run_async(args, config, todo, writer, tally)
+    return cancelled
 
 
 def _record(result: BatchResult, writer: Writer, tally: Tally, fail_fast: bool) -> bool:
@@ -293,8 +353,7 @@ def _run_sync(
         os.write(2, b"\noma-bridge: stopping: running items are cancelled\n")
         batch.cancel()
 
-    signals = (signal.SIGINT, signal.SIGTERM)
-    handlers = {sig: signal.signal(sig, stop) for sig in signals}
+    handlers = {sig: signal.signal(sig, stop) for sig in _stopping_signals()}
     try:
         with Display(tally, lambda: batch.running) as display:
             for result in batch.results(on_tick=display.refresh):
@@ -304,6 +363,14 @@ def _run_sync(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     return batch.is_cancelled
+
+
+def _stopping_signals() -> tuple[signal.Signals, ...]:
+    """The signals that stop a batch; SIGHUP unless ignored (``nohup``)."""
+    hangup = (
+        () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
+    )
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
 
 
 def _run_async(
@@ -348,10 +415,11 @@ async def _drive(
 
 
 async def _on_signals(batch: BatchRun) -> None:
-    """Ctrl-C (or SIGTERM): stop launching, cancel running items, record them."""
+    """Ctrl-C, SIGTERM or SIGHUP: stop launching, cancel running items, record
+    them."""
     import anyio
 
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with anyio.open_signal_receiver(*_stopping_signals()) as signals:
         async for _ in signals:
             sys.stderr.write("\noma-bridge: stopping: running items are cancelled\n")
             batch.cancel()

@@ -8,10 +8,12 @@ import argparse
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+_E = TypeVar("_E", bound=BaseException)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -19,6 +21,7 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`
 
 EXIT_CODES = f"""\
 exit status:
@@ -28,6 +31,10 @@ exit status:
   {EXIT_TIMEOUT}  --timeout expired; the agent's processes were killed
   {EXIT_NOT_FOUND}  the agent command was not found or could not be started
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); the agent's processes were killed
+  129  SIGHUP (the terminal closed); the agent's processes were killed
+  {EXIT_CLOSED_STDOUT}  stdout was closed (`| head -1`); the agent's processes were
+       killed and nothing more is printed, as `yes | head -1` ends
+  143  SIGTERM (`kill`, `timeout`); the agent's processes were killed
 """
 
 
@@ -101,8 +108,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         if program:
             gc.freeze()
             gc.enable()
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+    except KeyboardInterrupt:  # before or after the run (which reports its own)
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except BaseException as exc:
+        if only(exc, BrokenPipeError) is None:
+            raise
+        return _closed_stdout()
     return status
+
+
+def only(exc: BaseException, kind: type[_E]) -> _E | None:
+    """``exc`` if it is a ``kind``, or the first of an exception group (what a task
+    group raises) that holds nothing else; else None."""
+    if isinstance(exc, kind):
+        return exc
+    inner = getattr(exc, "exceptions", None)  # an ExceptionGroup (3.10: backport)
+    if not isinstance(inner, tuple) or not inner:
+        return None
+    found = [only(one, kind) for one in inner]
+    return found[0] if all(one is not None for one in found) else None
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as ``yes`` does.
+
+    The agent was stopped on the way out (any exception stops it). Pointing
+    stdout at /dev/null keeps the interpreter's final flush from failing again.
+    """
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return EXIT_CLOSED_STDOUT
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from ._main import (
     HelpFormatter,
     fail,
 )
+from ._signals import Termination
 
 if TYPE_CHECKING:
     import argparse
@@ -73,12 +75,19 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(str(exc))
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     show = _show if args.format == "text" else None
+    termination = Termination()
     try:
-        # The process backend runs without an event loop here: a one-shot CLI
-        # start then pays for no event loop at all.
-        result = Agent(config).run_sync(prompt, on_event=show)
+        with termination.forwarded():
+            # The process backend runs without an event loop here: a one-shot
+            # CLI start then pays for no event loop at all.
+            result = Agent(config).run_sync(prompt, on_event=show)
     except KeyboardInterrupt:
-        return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
+        if termination.signum is None:
+            return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
+        name = signal.Signals(termination.signum).name
+        return fail(
+            f"stopped by {name}; the agent was stopped", 128 + termination.signum
+        )
     except OmaBridgeError as exc:  # rejected at the boundary: nothing was started
         return fail(str(exc))
     if args.format == "json":

@@ -1,0 +1,127 @@
+"""User errors on `oma-bridge batch`: one line saying what to do, exit 2, no
+traceback, and nothing run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = shlex.quote(sys.executable)
+ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
+
+
+def batch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "batch", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=cwd,
+        # Run from elsewhere, the package must still be this checkout.
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *_path()])},
+    )
+
+
+def _path() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def _one_line(done: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert needle in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "in.txt").write_text("one\ntwo\n")
+    return tmp_path
+
+
+def test_output_in_a_missing_folder_says_to_create_it(workdir: Path) -> None:
+    # `touch` as the agent would leave a file per item if anything ran.
+    done = batch(
+        "--process", "touch ran", "in.txt", "--output", "missing/out.jsonl", cwd=workdir
+    )
+    _one_line(done, "the folder missing does not exist; create it first")
+    assert not (workdir / "ran").exists()
+
+
+def test_output_naming_a_folder_asks_for_a_file(workdir: Path) -> None:
+    done = batch("--process", "cat", "in.txt", "--output", ".", cwd=workdir)
+    _one_line(done, "--output . is a folder; name a file in it")
+
+
+@pytest.mark.parametrize(
+    ("input_file", "needle"),
+    [
+        ("missing.jsonl", "cannot read missing.jsonl: No such file or directory;"),
+        (".", "cannot read .: Is a directory; give a readable file"),
+    ],
+)
+def test_unreadable_input_says_what_to_give(
+    workdir: Path, input_file: str, needle: str
+) -> None:
+    done = batch("--process", "cat", input_file, cwd=workdir)
+    _one_line(done, needle)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--process", "cat 'x"], "--process: No closing quotation"),
+        (["--acp", f"{ACP_PEER} 'x"], "--acp: No closing quotation"),
+        (["--process", "cat", "--cwd", "in.txt"], "--cwd in.txt is not a directory"),
+        (["--process", "cat", "--cwd", "nowhere"], "--cwd nowhere does not exist"),
+    ],
+)
+def test_malformed_agent_options_name_the_option(
+    workdir: Path, args: list[str], needle: str
+) -> None:
+    done = batch(*args, "in.txt", cwd=workdir)
+    _one_line(done, needle)
+
+
+@pytest.mark.parametrize("agent", [["--process", "cat"], ["--acp", ACP_PEER]])
+def test_closed_stdout_stops_the_batch_quietly(workdir: Path, agent: list[str]) -> None:
+    """`batch ... | head -1`: 141 as for `yes | head -1`, and no traceback."""
+    (workdir / "many.txt").write_text("".join(f"say:{n}\n" for n in range(3000)))
+    command = " ".join(
+        shlex.quote(word)
+        for word in [sys.executable, "-m", "oma_bridge", "batch", *agent, "many.txt"]
+    )
+    done = subprocess.run(
+        ["bash", "-c", f"{command} | head -1; exit ${{PIPESTATUS[0]}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *_path()])},
+    )
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr
+    assert done.stdout.startswith('{"id": 1')
+
+
+@pytest.mark.parametrize("agent", [["--process", "cat"], ["--acp", ACP_PEER]])
+def test_a_failing_output_write_stops_the_batch_with_one_line(
+    workdir: Path, agent: list[str]
+) -> None:
+    """/dev/full refuses every write (ENOSPC), as a full disk would."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    done = batch(*agent, "in.txt", "--output", "/dev/full", cwd=workdir)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr == (
+        "oma-bridge: cannot write results to /dev/full: No space left on device; "
+        "the batch was stopped (fix it, then continue with --resume)\n"
+    )
