@@ -190,15 +190,14 @@ class Agent:
             InvalidMessageError, UnsupportedContentBlockError: see ``stream``.
             KeyboardInterrupt: after the agent's process tree was stopped.
         """
-        messages = self._admit(input, turn=False)
+        request = self.admit(input)
         backend = self._get_backend()
         hooked = self.config.before_run is not None or self.config.after_run is not None
         if isinstance(backend, BlockingBackend) and not hooked:
-            request = self._request(_inputs.latest_user_text(messages), messages)
             return backend.run_blocking(request, on_event)
         import anyio
 
-        return anyio.run(self._run_calling_back, messages, on_event)
+        return anyio.run(self._run_calling_back, request.messages, on_event)
 
     async def _run_calling_back(
         self,

@@ -29,6 +29,7 @@ from ._main import (
     fail,
     only,
 )
+from ._signals import handled, not_ignored
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -353,24 +354,19 @@ def _run_sync(
         os.write(2, b"\noma-bridge: stopping: running items are cancelled\n")
         batch.cancel()
 
-    handlers = {sig: signal.signal(sig, stop) for sig in _stopping_signals()}
-    try:
-        with Display(tally, lambda: batch.running) as display:
-            for result in batch.results(on_tick=display.refresh):
-                if _record(result, writer, tally, args.fail_fast):
-                    batch.cancel()
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    with (
+        handled(_stopping_signals(), stop),
+        Display(tally, lambda: batch.running) as display,
+    ):
+        for result in batch.results(on_tick=display.refresh):
+            if _record(result, writer, tally, args.fail_fast):
+                batch.cancel()
     return batch.is_cancelled
 
 
 def _stopping_signals() -> tuple[signal.Signals, ...]:
     """The signals that stop a batch; SIGHUP unless ignored (``nohup``)."""
-    hangup = (
-        () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
-    )
-    return (signal.SIGINT, signal.SIGTERM, *hangup)
+    return (signal.SIGINT, signal.SIGTERM, *not_ignored((signal.SIGHUP,)))
 
 
 def _run_async(

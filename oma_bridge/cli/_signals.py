@@ -9,14 +9,37 @@ termination signal is turned into SIGINT, and remembered for the exit status.
 from __future__ import annotations
 
 import signal
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from types import FrameType
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+def not_ignored(signals: Iterable[signal.Signals]) -> tuple[signal.Signals, ...]:
+    """Those of ``signals`` the process does not ignore: one ignored with ``nohup``
+    (or set outside Python, which could not be restored) is left alone."""
+    return tuple(
+        signum
+        for signum in signals
+        if signal.getsignal(signum) not in (None, signal.SIG_IGN)
+    )
+
+
+@contextmanager
+def handled(
+    signals: Iterable[signal.Signals], handler: Callable[[int, FrameType | None], None]
+) -> Iterator[None]:
+    """``handler`` for ``signals`` until the block ends; then the previous ones."""
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 class Termination:
@@ -25,22 +48,11 @@ class Termination:
     def __init__(self) -> None:
         self.signum: int | None = None
 
-    @contextmanager
-    def forwarded(self) -> Iterator[None]:
+    def forwarded(self) -> AbstractContextManager[None]:
         """Handle SIGTERM and SIGHUP as Ctrl-C until the block ends, then restore
         the previous handlers. A signal the caller ignores (``nohup``) stays
         ignored."""
-        previous = {}
-        for signum in FORWARDED:
-            handler = signal.getsignal(signum)
-            # None: a handler set outside Python, which could not be restored.
-            if handler is not None and handler is not signal.SIG_IGN:
-                previous[signum] = signal.signal(signum, self._handle)
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        return handled(not_ignored(FORWARDED), self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
