@@ -33,7 +33,10 @@ class OpenCodeParser(StreamParser):
     ignored: ClassVar[frozenset[str]] = frozenset({"step_start"})
 
     def _on_text(self, obj: JSONObject) -> None:
-        self._text(as_str(as_dict(obj.get("part")).get("text")))
+        text = as_str(as_dict(obj.get("part")).get("text"))
+        if text and self._texts:
+            self._text("\n\n")  # each line is a whole part: keep them apart
+        self._text(text)
 
     def _on_reasoning(self, obj: JSONObject) -> None:
         self._thought(as_str(as_dict(obj.get("part")).get("text")))
