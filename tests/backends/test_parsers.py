@@ -348,3 +348,25 @@ def test_a_parser_for_a_pool_keeps_no_events_but_the_same_summary(name: str) -> 
     assert parser.output == eager.output
     assert parser.usage == eager.usage
     assert parser.tool_calls == eager.tool_calls
+
+
+def test_a_subagents_text_is_not_the_reply_but_its_tool_calls_count() -> None:
+    sub = {
+        "type": "assistant",
+        "parent_tool_use_id": "toolu_task",
+        "message": {
+            "content": [
+                {"type": "text", "text": "subagent chatter"},
+                {"type": "tool_use", "id": "toolu_sub", "name": "Grep", "input": {}},
+            ]
+        },
+    }
+    main = {
+        "type": "assistant",
+        "parent_tool_use_id": None,
+        "message": {"content": [{"type": "text", "text": "main reply"}]},
+    }
+    data = b"".join(json.dumps(o).encode() + b"\n" for o in (sub, main))
+    parser, events = parse("claude-stream-json", data)
+    assert [e.text for e in of(events, TextEvent)] == ["main reply"]
+    assert [(t.id, t.kind) for t in parser.tool_calls] == [("toolu_sub", "search")]

@@ -71,18 +71,21 @@ class ClaudeParser(StreamParser):
 
     def _on_assistant(self, obj: JSONObject) -> None:
         message = as_dict(obj.get("message"))
+        # A subagent's (Task tool's) messages carry the id of that tool call:
+        # its tool calls are the run's, its text is not the reply.
+        own = obj.get("parent_tool_use_id") is None
         for block in as_list(message.get("content")):
-            self._block(as_dict(block))
+            self._block(as_dict(block), own)
         usage = message.get("usage")
         if isinstance(usage, dict):
             key = as_str(message.get("id")) or str(len(self._message_usage))
             self._message_usage[key] = anthropic_usage(usage)
 
-    def _block(self, block: JSONObject) -> None:
+    def _block(self, block: JSONObject, own: bool) -> None:
         kind = block.get("type")
-        if kind == "text" and not self._partial:
+        if kind == "text" and own and not self._partial:
             self._text(as_str(block.get("text")))
-        elif kind == "thinking" and not self._partial:
+        elif kind == "thinking" and own and not self._partial:
             self._thought(as_str(block.get("thinking")))
         elif kind == "tool_use":
             name = as_str(block.get("name"))
@@ -108,6 +111,8 @@ class ClaudeParser(StreamParser):
         event = as_dict(obj.get("event"))
         if event.get("type") != "content_block_delta":
             return
+        if obj.get("parent_tool_use_id") is not None:
+            return  # a subagent's text (see _on_assistant)
         delta = as_dict(event.get("delta"))
         kind = delta.get("type")
         if kind == "text_delta":
