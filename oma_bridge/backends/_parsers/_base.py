@@ -136,7 +136,7 @@ class StreamParser:
     def __init__(self, *, events: bool = True) -> None:
         self._events = events
         self._queue: deque[StreamEvent] = deque()
-        self._buf = b""
+        self._parts: list[bytes] = []  # the line being received
         self._texts: list[str] = []
         self._answer_text: str | None = None
         self._tools: dict[str, ToolCallRecord] = {}
@@ -155,15 +155,25 @@ class StreamParser:
 
     def feed(self, data: bytes) -> None:
         """Bytes of stdout, split anywhere; each whole line is parsed now."""
-        buf = self._buf + data if self._buf else data
-        *lines, self._buf = buf.split(b"\n")
+        if b"\n" not in data:
+            # Part of a long line: kept in pieces, joined once it is whole.
+            if data:
+                self._parts.append(data)
+            return
+        first, *lines = data.split(b"\n")
+        if self._parts:
+            self._parts.append(first)
+            first = b"".join(self._parts)
+        self._parts = [lines.pop()]  # after the last newline: not a line yet
+        self.feed_line(first)
         for line in lines:
             self.feed_line(line)
 
     def close(self) -> None:
         """Stdout ended: a last line without its newline is parsed too (a cut
         one counts as malformed)."""
-        rest, self._buf = self._buf, b""
+        rest = b"".join(self._parts)
+        self._parts = []
         if rest.strip():
             self.feed_line(rest)
 
