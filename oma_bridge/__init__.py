@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         serve_streams,
     )
     from .backends import (
+        OUTPUT_FORMATS,
         ProcessBackend,
         ProcessBackendConfig,
     )
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = (
+    "OUTPUT_FORMATS",
     "AcpBackend",
     "AcpBackendConfig",
     "AfterRunHook",
@@ -153,7 +155,9 @@ __all__ = (
 # a command imports that part with the collector paused (cli/_main.py). Names
 # not listed here are in .bridge.
 _LAZY = {
-    **dict.fromkeys(("ProcessBackend", "ProcessBackendConfig"), "backends"),
+    **dict.fromkeys(
+        ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig"), "backends"
+    ),
     **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
     **dict.fromkeys(("Preset", "preset"), "presets"),
     **dict.fromkeys(

@@ -1,5 +1,5 @@
 """Transports that run an agent as a child process."""
 
-from .process import ProcessBackend, ProcessBackendConfig
+from .process import OUTPUT_FORMATS, ProcessBackend, ProcessBackendConfig
 
-__all__ = ("ProcessBackend", "ProcessBackendConfig")
+__all__ = ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig")

@@ -38,20 +38,28 @@ def exit_signal(code: int) -> str | None:
         return f"signal {-code}"
 
 
-def exit_error(command: str, code: int, tail: str) -> BackendExitError:
-    """The error for a child that ended with ``code`` (non-zero or unknown).
+def exit_error(
+    command: str, code: int, tail: str, *, reported: str = ""
+) -> BackendExitError:
+    """The error for a child that ended with ``code`` (non-zero or unknown),
+    or that ``reported`` an error in its output (then ``code`` may be 0).
 
     Args:
         command: The command as configured, for the message.
         code: As ``reap()`` returns it: negative for a signal, or EXIT_UNKNOWN.
         tail: Its stderr tail, secrets already redacted.
+        reported: The error it reported itself, secrets already redacted.
     """
     if code == EXIT_UNKNOWN:
-        return BackendExitError(command, stderr_tail=tail)
+        return BackendExitError(command, stderr_tail=tail, reported=reported)
     name = exit_signal(code)
     if name is not None:
-        return BackendExitError(command, signal=name, stderr_tail=tail)
-    return BackendExitError(command, exit_code=code, stderr_tail=tail)
+        return BackendExitError(
+            command, signal=name, stderr_tail=tail, reported=reported
+        )
+    return BackendExitError(
+        command, exit_code=code, stderr_tail=tail, reported=reported
+    )
 
 
 class StderrTail:

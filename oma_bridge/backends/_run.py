@@ -17,7 +17,7 @@ import enum
 import functools
 import os
 from collections import deque
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 from ..bridge import (
     AgentRunResult,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..bridge import LLMMessage, RunRequest, StreamEvent
+    from ._parsers._base import StreamParser
     from .process import ProcessBackendConfig
 
 __all__ = ("RunCore", "Step", "prompt_text")
@@ -79,6 +80,10 @@ class RunCore:
         env: The child's environment: its values are redacted from errors.
         events: False when nobody reads the events (a ``RunPool``): stdout is
             kept as bytes and decoded once, at the end.
+
+    With an ``output_format`` other than ``"text"``, stdout goes through that
+    format's parser (``_parsers``) instead: its events come out as lines
+    arrive, and the result takes its answer, usage, tool calls and error.
     """
 
     def __init__(
@@ -123,6 +128,11 @@ class RunCore:
         self._aborted = False
         self._failure: OmaBridgeError | None = None
         self._terminal: DoneEvent | ErrorEvent | None = None
+        self._parser: StreamParser | None = None
+        if config.output_format != "text":
+            from ._parsers import make_parser  # only runs that parse load it
+
+            self._parser = make_parser(config.output_format, events=events)
 
     @property
     def kill_grace(self) -> float:
@@ -157,15 +167,20 @@ class RunCore:
             data = data[: max(room, 0)]
             self.truncated = True
         self._kept += len(data)
-        if self._raw is not None:
+        if self._parser is not None:
+            self._parser.feed(data)
+        elif self._raw is not None:
             self._raw.append(data)
         else:
             self._text(self._decoder.decode(data))
 
     def stdout_closed(self) -> None:
         """Stdout reached its end (or was closed unread)."""
-        if self.stdout_open and self._raw is None:
-            self._text(self._decoder.decode(b"", final=True))
+        if self.stdout_open:
+            if self._parser is not None:
+                self._parser.close()
+            elif self._raw is None:
+                self._text(self._decoder.decode(b"", final=True))
         self.stdout_open = False
 
     def _text(self, text: str) -> None:
@@ -180,8 +195,10 @@ class RunCore:
         self.stderr_open = False
 
     def next_event(self) -> StreamEvent | None:
-        """The next text event to hand out, or None (the terminal one comes from
+        """The next event to hand out, or None (the terminal one comes from
         ``finish``)."""
+        if self._parser is not None:
+            return self._parser.next_event()
         return self._pending.popleft() if self._pending else None
 
     # -- the process -------------------------------------------------------------------
@@ -279,15 +296,33 @@ class RunCore:
             return None
         if code == 0 and not self._aborted:
             return None
+        return exit_error(self._config.command, code, self._tail.text(self._secrets()))
+
+    def _secrets(self) -> tuple[str, ...]:
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
-        return exit_error(
-            self._config.command, code, self._tail.text(secret_values(env))
-        )
+        return secret_values(env)
 
     def _ending(self, now: float) -> DoneEvent | ErrorEvent:
         error = self._error()
         code = None if self._failure is not None else self.returncode
-        if self._raw is not None:
+        parser = self._parser
+        summary: dict[str, Any] = {}
+        if parser is not None:
+            from ._parsers._report import parsed_error
+
+            parser.close()
+            parser.finish()
+            if self._failure is None and not self._timed_out and not self._aborted:
+                secrets = self._secrets()
+                tail = self._tail.text(secrets)
+                error = parsed_error(parser, error, self._config, code, tail, secrets)
+            output = parser.output
+            summary = {
+                "token_usage": parser.usage,
+                "tool_calls": parser.tool_calls,
+                "budget_exceeded": parser.budget_exceeded,
+            }
+        elif self._raw is not None:
             output = b"".join(self._raw).decode("utf-8", "replace")
         else:
             output = "".join(self._output) + self._decoder.decode(b"", final=True)
@@ -306,6 +341,7 @@ class RunCore:
             exit_code=None if code == EXIT_UNKNOWN else code,
             output_truncated=self.truncated,
             aborted=self._aborted,
+            **summary,
         )
         if error is None:
             return DoneEvent(result)

@@ -27,9 +27,23 @@ if TYPE_CHECKING:
     from ..bridge import AgentRunResult, RunRequest, RunStream, StreamEvent
     from ._pool import RunPool
 
-__all__ = ("ProcessBackend", "ProcessBackendConfig")
+__all__ = ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig")
 
 InputMode = Literal["stdin", "argument", "none"]
+
+#: What ``ProcessBackendConfig.output_format`` accepts: ``"text"`` (stdout is
+#: the reply) or the JSON event stream of a known CLI, parsed into events.
+OUTPUT_FORMATS: tuple[str, ...] = (
+    "text",
+    "claude-stream-json",
+    "codex-json",
+    "gemini-stream-json",
+    "qwen-stream-json",
+    "cursor-stream-json",
+    "amp-stream-json",
+    "opencode-json",
+    "goose-stream-json",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +62,11 @@ class ProcessBackendConfig:
         max_output_bytes: Stdout kept per run; the rest is dropped and marked.
         stderr_tail_bytes: How much of stderr is kept for error messages.
         kill_grace: Seconds between SIGTERM and SIGKILL when stopping the tree.
+        output_format: ``"text"``: stdout is the reply, streamed as text. Any
+            other ``OUTPUT_FORMATS`` name: stdout is that CLI's JSON event
+            stream (one object per line), turned into text, thought, tool call
+            and usage events as lines arrive; ``output`` is the CLI's final
+            answer and an error it reports fails the run.
     """
 
     command: str
@@ -60,6 +79,7 @@ class ProcessBackendConfig:
     max_output_bytes: int = 16 * 1024 * 1024
     stderr_tail_bytes: int = 8 * 1024
     kill_grace: float = 2.0
+    output_format: str = "text"
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command:
@@ -76,6 +96,11 @@ class ProcessBackendConfig:
             raise ValueError("ProcessBackendConfig.timeout must be positive")
         if self.max_output_bytes < 0 or self.stderr_tail_bytes < 0:
             raise ValueError("byte limits must not be negative")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ValueError(
+                f"ProcessBackendConfig.output_format must be one of "
+                f"{', '.join(map(repr, OUTPUT_FORMATS))}; got {self.output_format!r}"
+            )
 
     @property
     def input_profile(self) -> InputProfile:

@@ -6,7 +6,7 @@
     ├── InvalidMessageError          also ValueError; .code, .path (index path)
     ├── UnsupportedContentBlockError .block_type (terminal: never retried)
     ├── BackendStartError            .command, .searched_path
-    ├── BackendExitError             .exit_code / .signal, .stderr_tail (redacted)
+    ├── BackendExitError             .exit_code / .signal, .stderr_tail, .reported
     ├── BackendTimeout               also TimeoutError; .timeout
     ├── AgentRefusal
     ├── ProtocolError                .line_preview (the offending frame)
@@ -118,6 +118,9 @@ class BackendExitError(OmaBridgeError):
             status is unknown (the host process ignores SIGCHLD).
         signal: The signal's name (``"SIGKILL"``), or None.
         stderr_tail: The last lines of its stderr, secrets redacted.
+        reported: The error the agent itself reported in its JSON output (an
+            ``is_error`` result, an error event), secrets redacted; empty when
+            it reported none. Such a run fails even when the exit code is 0.
     """
 
     code: ClassVar[str] = "BACKEND_EXIT"
@@ -129,11 +132,13 @@ class BackendExitError(OmaBridgeError):
         exit_code: int | None = None,
         signal: str | None = None,
         stderr_tail: str = "",
+        reported: str = "",
     ) -> None:
         self.command = command
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
+        self.reported = reported
         if signal:
             how = f"was killed by {signal}"
         elif exit_code is None:
@@ -141,6 +146,8 @@ class BackendExitError(OmaBridgeError):
         else:
             how = f"exited with code {exit_code}"
         message = f"{command!r} {how}."
+        if reported:
+            message = f"{command!r} reported an error: {reported}\nIt {how}."
         if stderr_tail.strip():
             message += (
                 f"\nThe end of its stderr (secrets redacted):\n{stderr_tail.rstrip()}"

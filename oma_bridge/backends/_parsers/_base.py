@@ -1,0 +1,315 @@
+"""What every output parser shares: lines in, events and a run summary out.
+
+A parser is sans-I/O: ``feed`` takes stdout bytes as they come, ``close`` says
+stdout ended, and events wait in a queue until ``next_event`` hands them out.
+A line that is not a JSON object is counted and the first one kept (never an
+exception); a kind no handler knows is skipped and counted. Subclasses map the
+``type`` of each line to a handler and report through the ``_text``,
+``_thought``, ``_tool_*``, ``_usage``, ``_answer`` and ``_fail`` helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import TYPE_CHECKING, ClassVar
+
+from ...bridge import (
+    PlanEvent,
+    TextEvent,
+    ThoughtEvent,
+    TokenUsage,
+    ToolCallEvent,
+    ToolCallRecord,
+    ToolCallUpdateEvent,
+    UsageEvent,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ...bridge import JSONValue, StreamEvent
+
+__all__ = (
+    "SAMPLE_CHARS",
+    "JSONObject",
+    "StreamParser",
+    "as_cost",
+    "as_dict",
+    "as_int",
+    "as_list",
+    "as_str",
+    "text_content",
+    "tool_kind",
+)
+
+#: How much of a malformed line is kept for the report.
+SAMPLE_CHARS = 200
+
+JSONObject = dict[str, "JSONValue"]
+
+
+def as_dict(value: JSONValue) -> JSONObject:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: JSONValue) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def as_int(value: JSONValue) -> int:
+    # bool is an int to Python, not a count.
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def as_cost(value: JSONValue) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+#: Tool names (lower case, without an MCP-style ``server__`` prefix) whose ACP
+#: ``kind`` is clear; anything else is "other".
+_KINDS = {
+    **dict.fromkeys(("read", "read_file", "read_many_files", "view", "cat"), "read"),
+    **dict.fromkeys(
+        ("edit", "multiedit", "write", "write_file", "replace", "patch", "apply_patch"),
+        "edit",
+    ),
+    **dict.fromkeys(("notebookedit", "str_replace_editor", "text_editor"), "edit"),
+    **dict.fromkeys(("delete", "delete_file", "rm"), "delete"),
+    **dict.fromkeys(("move", "mv", "rename"), "move"),
+    **dict.fromkeys(
+        ("bash", "shell", "run_shell_command", "exec", "command", "terminal"),
+        "execute",
+    ),
+    **dict.fromkeys(
+        ("grep", "glob", "ls", "list", "list_directory", "search", "find"), "search"
+    ),
+    **dict.fromkeys(("search_file_content", "codebase_search", "semsearch"), "search"),
+    **dict.fromkeys(
+        ("webfetch", "web_fetch", "fetch", "websearch", "web_search"), "fetch"
+    ),
+    **dict.fromkeys(("google_web_search",), "fetch"),
+    **dict.fromkeys(("think", "todowrite", "todo_write", "task"), "think"),
+}
+
+
+def tool_kind(name: str) -> str:
+    """The ACP tool ``kind`` for a CLI's tool name (``"Bash"`` -> ``"execute"``)."""
+    return _KINDS.get(name.rpartition("__")[2].lower(), "other")
+
+
+def text_content(text: str) -> list[JSONValue]:
+    """A tool's text output as ACP tool call content (what ACP agents send)."""
+    return [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
+class StreamParser:
+    """One run's JSON event stream (one object per line), turned into events.
+
+    Args:
+        events: False when nobody reads the events (a batch pool): only the
+            summary (output, usage, tool calls, error) is kept.
+
+    Attributes:
+        lines: JSON objects read.
+        malformed: Lines that were not a JSON object (garbage, or cut off).
+        malformed_sample: The start of the first such line, unredacted.
+        unknown: Objects of a kind this parser does not know, skipped.
+        unknown_kinds: The first few of those kinds.
+        error: The error the CLI itself reported (unredacted), or None.
+        budget_exceeded: The CLI stopped at a turn or token limit.
+    """
+
+    #: The format's name (an ``OUTPUT_FORMATS`` entry).
+    name: ClassVar[str] = ""
+    #: ``type`` value -> name of the handler method.
+    handlers: ClassVar[Mapping[str, str]] = {}
+    #: Kinds that carry nothing for the events or the result (not "unknown").
+    ignored: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, *, events: bool = True) -> None:
+        self._events = events
+        self._queue: deque[StreamEvent] = deque()
+        self._parts: list[bytes] = []  # the line being received
+        self._texts: list[str] = []
+        self._answer_text: str | None = None
+        self._tools: dict[str, ToolCallRecord] = {}
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self._cost: float | None = None
+        self.lines = 0
+        self.malformed = 0
+        self.malformed_sample: str | None = None
+        self.unknown = 0
+        self.unknown_kinds: list[str] = []
+        self.error: str | None = None
+        self.budget_exceeded = False
+
+    # -- input ---------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Bytes of stdout, split anywhere; each whole line is parsed now."""
+        if b"\n" not in data:
+            # Part of a long line: kept in pieces, joined once it is whole.
+            if data:
+                self._parts.append(data)
+            return
+        first, *lines = data.split(b"\n")
+        if self._parts:
+            self._parts.append(first)
+            first = b"".join(self._parts)
+        self._parts = [lines.pop()]  # after the last newline: not a line yet
+        self.feed_line(first)
+        for line in lines:
+            self.feed_line(line)
+
+    def close(self) -> None:
+        """Stdout ended: a last line without its newline is parsed too (a cut
+        one counts as malformed)."""
+        rest = b"".join(self._parts)
+        self._parts = []
+        if rest.strip():
+            self.feed_line(rest)
+
+    def feed_line(self, line: bytes) -> None:
+        """One line (without its newline); blank lines are skipped."""
+        if not line.strip():
+            return
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):  # bad JSON, bad UTF-8, too deep
+            obj = None
+        if not isinstance(obj, dict):
+            self._malformed(line)
+            return
+        self.lines += 1
+        kind = obj.get("type")
+        method = self.handlers.get(kind) if isinstance(kind, str) else None
+        if method is not None:
+            getattr(self, method)(obj)
+        elif kind not in self.ignored:
+            self._unknown(kind)
+
+    def finish(self) -> None:
+        """Called once after ``close``: a format may settle what it held back."""
+
+    def _malformed(self, line: bytes) -> None:
+        self.malformed += 1
+        if self.malformed_sample is None:
+            self.malformed_sample = line[: SAMPLE_CHARS * 4].decode("utf-8", "replace")[
+                :SAMPLE_CHARS
+            ]
+
+    def _unknown(self, kind: JSONValue) -> None:
+        self.unknown += 1
+        if len(self.unknown_kinds) < 8:
+            name = kind if isinstance(kind, str) else repr(kind)
+            if name not in self.unknown_kinds:
+                self.unknown_kinds.append(name)
+
+    # -- output --------------------------------------------------------------------
+
+    def next_event(self) -> StreamEvent | None:
+        return self._queue.popleft() if self._queue else None
+
+    @property
+    def output(self) -> str:
+        """The CLI's answer: its final result text when it reports one, else
+        the text it streamed."""
+        if self._answer_text is not None:
+            return self._answer_text
+        return "".join(self._texts)
+
+    @property
+    def usage(self) -> TokenUsage:
+        return TokenUsage(self._input_tokens, self._output_tokens, self._cost)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallRecord, ...]:
+        return tuple(self._tools.values())
+
+    # -- for subclasses ------------------------------------------------------------
+
+    def _emit(self, event: StreamEvent) -> None:
+        if self._events:
+            self._queue.append(event)
+
+    def _text(self, text: str) -> None:
+        if text:
+            self._texts.append(text)
+            self._emit(TextEvent(text))
+
+    def _thought(self, text: str) -> None:
+        if text:
+            self._emit(ThoughtEvent(text))
+
+    def _plan(self, entries: list[JSONObject]) -> None:
+        self._emit(PlanEvent(entries))
+
+    def _tool_start(
+        self,
+        call_id: str,
+        title: str,
+        *,
+        kind: str | None = None,
+        raw_input: JSONValue = None,
+        status: str = "pending",
+    ) -> None:
+        record = ToolCallRecord(call_id, title, kind, status, raw_input)
+        self._tools[call_id] = record
+        self._emit(ToolCallEvent(call_id, title, kind, status, raw_input))
+
+    def _tool_end(
+        self, call_id: str, *, failed: bool = False, output: JSONValue = None
+    ) -> None:
+        """A tool call finished (``failed``: with an error); ``output`` is
+        what it returned, kept as ``raw_output``."""
+        status = "failed" if failed else "completed"
+        record = self._tools.get(call_id) or ToolCallRecord(call_id)
+        self._tools[call_id] = record._replace(status=status, raw_output=output)
+        content = text_content(output) if isinstance(output, str) and output else None
+        self._emit(
+            ToolCallUpdateEvent(
+                call_id,
+                title=record.title or None,
+                status=status,
+                content=content,
+                raw_output=output,
+            )
+        )
+
+    def _usage(
+        self, input_tokens: int, output_tokens: int, cost: float | None = None
+    ) -> None:
+        """The run's usage so far (replacing what was reported before)."""
+        self._input_tokens = input_tokens
+        self._output_tokens = output_tokens
+        if cost is not None:
+            self._cost = cost
+        self._emit(UsageEvent(self.usage))
+
+    def _add_usage(
+        self, input_tokens: int, output_tokens: int, cost: float | None = None
+    ) -> None:
+        """One more step's usage, added to the run's."""
+        total = None if cost is None and self._cost is None else (self._cost or 0.0)
+        self._usage(
+            self._input_tokens + input_tokens,
+            self._output_tokens + output_tokens,
+            None if total is None else total + (cost or 0.0),
+        )
+
+    def _answer(self, text: str) -> None:
+        """The CLI's final answer, which becomes ``output``."""
+        self._answer_text = text
+
+    def _fail(self, message: str) -> None:
+        """The CLI reported that the run failed; the first report wins."""
+        if self.error is None:
+            self.error = message.strip() or "the agent reported an error"

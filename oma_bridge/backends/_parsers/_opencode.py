@@ -1,0 +1,78 @@
+"""OpenCode's ``opencode run --format json``: one line per finished part.
+
+``step_start``; ``text`` and ``reasoning`` (``part.text``, once a part is
+complete); ``tool_use`` (``part.tool``, ``part.callID`` and ``part.state`` with
+``status`` completed or error, ``input``, ``output``); ``step_finish``
+(``part.tokens`` and ``part.cost`` of the step); ``error`` (``error.name``,
+``error.data.message``); see packages/opencode/src/cli/cmd/run.ts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from ._base import StreamParser, as_cost, as_dict, as_int, as_str, tool_kind
+
+if TYPE_CHECKING:
+    from ._base import JSONObject
+
+__all__ = ("OpenCodeParser",)
+
+
+class OpenCodeParser(StreamParser):
+    """``opencode-json``."""
+
+    name: ClassVar[str] = "opencode-json"
+    handlers: ClassVar[dict[str, str]] = {
+        "text": "_on_text",
+        "reasoning": "_on_reasoning",
+        "tool_use": "_on_tool_use",
+        "step_finish": "_on_step_finish",
+        "error": "_on_error",
+    }
+    ignored: ClassVar[frozenset[str]] = frozenset({"step_start"})
+
+    def _on_text(self, obj: JSONObject) -> None:
+        text = as_str(as_dict(obj.get("part")).get("text"))
+        if text and self._texts:
+            self._text("\n\n")  # each line is a whole part: keep them apart
+        self._text(text)
+
+    def _on_reasoning(self, obj: JSONObject) -> None:
+        self._thought(as_str(as_dict(obj.get("part")).get("text")))
+
+    def _on_tool_use(self, obj: JSONObject) -> None:
+        # One line per call, written when it is over: start and end at once.
+        part = as_dict(obj.get("part"))
+        state = as_dict(part.get("state"))
+        call_id = as_str(part.get("callID")) or as_str(part.get("id"))
+        name = as_str(part.get("tool"))
+        self._tool_start(
+            call_id,
+            as_str(state.get("title")) or name,
+            kind=tool_kind(name),
+            raw_input=state.get("input"),
+        )
+        failed = state.get("status") == "error"
+        self._tool_end(
+            call_id,
+            failed=failed,
+            output=state.get("error") if failed else state.get("output"),
+        )
+
+    def _on_step_finish(self, obj: JSONObject) -> None:
+        part = as_dict(obj.get("part"))
+        tokens = as_dict(part.get("tokens"))
+        cache = as_dict(tokens.get("cache"))
+        self._add_usage(
+            as_int(tokens.get("input"))
+            + as_int(cache.get("read"))
+            + as_int(cache.get("write")),
+            as_int(tokens.get("output")) + as_int(tokens.get("reasoning")),
+            as_cost(part.get("cost")),
+        )
+
+    def _on_error(self, obj: JSONObject) -> None:
+        error = as_dict(obj.get("error"))
+        message = as_str(as_dict(error.get("data")).get("message"))
+        self._fail(message or as_str(error.get("name")))
