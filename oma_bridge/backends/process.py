@@ -60,6 +60,7 @@ class ProcessBackendConfig:
     max_output_bytes: int = 16 * 1024 * 1024
     stderr_tail_bytes: int = 8 * 1024
     kill_grace: float = 2.0
+    output_format: str = "text"
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command:

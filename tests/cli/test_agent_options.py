@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from oma_bridge import AcpBackendConfig, ProcessBackendConfig
-from oma_bridge.cli._agents import add_agent_options, agent_config
+from oma_bridge.cli._agent_options import add_agent_options, agent_config
 
 
 def config(*words: str, interactive: bool = False):

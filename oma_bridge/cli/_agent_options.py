@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
+    from ..presets import Preset
+    from ..presets._config import NamedAgent
 
 ACP_HELP = (
     "Permission requests are answered by --approve-all, --approve-reads or "
@@ -40,8 +42,6 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         prompt_options: Also declare ``--system-prompt`` (not for commands whose
             prompts come from elsewhere).
     """
-    from ..presets import PRESETS
-
     agent = parser.add_argument_group("agent (exactly one)")
     which = agent.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -59,9 +59,9 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
     which.add_argument(
         "--agent",
         metavar="NAME",
-        choices=sorted(PRESETS),
-        help="a known agent: "
-        + "; ".join(f"{name} ({p.description})" for name, p in sorted(PRESETS.items())),
+        help="a named agent: a preset (claude, codex, gemini, claude-acp, ...), an "
+        "ACP registry agent (registry:ID) or one defined in oma-bridge.toml; "
+        "`oma-bridge agents` lists them",
     )
     opts = parser.add_argument_group("agent options")
     opts.add_argument(
@@ -131,7 +131,6 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
         ValueError: contradictory or malformed options (the message says which).
     """
     from .. import AgentConfig
-    from ..presets import PRESETS
 
     if args.cwd is not None and not os.path.isdir(args.cwd):
         what = "is not a directory" if os.path.exists(args.cwd) else "does not exist"
@@ -142,8 +141,18 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
         "timeout": args.timeout,
     }
     argv: list[str] = []
+    named: NamedAgent | Preset | None = None
+    system_prompt = getattr(args, "system_prompt", None)
     if args.agent is not None:
-        transport, name = PRESETS[args.agent].transport, args.agent
+        from ..presets._config import NamedAgent, lookup
+
+        named = lookup(args.agent)
+        name = args.agent
+        if isinstance(named, NamedAgent):
+            transport = named.preset.transport
+            system_prompt = system_prompt or named.system_prompt
+        else:
+            transport = named.transport
     else:
         transport = "process" if args.process is not None else "acp"
         argv = _split(transport, args.process if args.process is not None else args.acp)
@@ -151,12 +160,25 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
             raise ValueError(f"--{transport} needs a command")
         name = argv[0]
     if transport == "process":
-        backend = _process_backend(args, argv, common)
+        backend = _process_backend(args, argv, common, named)
     else:
-        backend = _acp_backend(args, argv, common, interactive=interactive)
-    return AgentConfig(
-        name=name, backend=backend, system_prompt=getattr(args, "system_prompt", None)
-    )
+        backend = _acp_backend(args, argv, common, named, interactive=interactive)
+    return AgentConfig(name=name, backend=backend, system_prompt=system_prompt)
+
+
+def _named(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
+    """A named agent's config: the options given on the command line (None
+    means not given) over the configured ones; ``env`` merged, not replaced."""
+    from ..presets._config import NamedAgent
+    from ..presets._presets import build
+
+    given = {key: value for key, value in options.items() if value is not None}
+    if isinstance(named, NamedAgent):
+        configured = dict(named.options)
+        if "env" in given and "env" in configured:
+            given["env"] = {**configured["env"], **given["env"]}  # type: ignore[dict-item]
+        return build(named.preset, {**configured, **given})
+    return build(named, given)
 
 
 def _split(transport: str, command: str) -> list[str]:
@@ -182,11 +204,13 @@ def _env(items: list[str]) -> dict[str, str]:
 
 
 def _process_backend(
-    args: argparse.Namespace, argv: list[str], common: dict[str, Any]
+    args: argparse.Namespace,
+    argv: list[str],
+    common: dict[str, Any],
+    named: NamedAgent | Preset | None,
 ) -> BackendConfig:
-    """A process agent's config: a preset when ``--agent`` named one, else ``argv``."""
+    """A process agent's config: the named agent's, else ``argv``."""
     from .. import ProcessBackendConfig
-    from ..presets import preset
 
     acp_only = [
         option
@@ -202,8 +226,8 @@ def _process_backend(
         raise ValueError(f"{acp_only[0]} applies to ACP agents only")
     if args.input is not None:
         common = {**common, "input": args.input}
-    if args.agent is not None:
-        return preset(args.agent, **common)
+    if named is not None:
+        return _named(named, common)
     return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
 
 
@@ -211,12 +235,11 @@ def _acp_backend(
     args: argparse.Namespace,
     argv: list[str],
     common: dict[str, Any],
+    named: NamedAgent | Preset | None,
     *,
     interactive: bool,
 ) -> BackendConfig:
-    """An ACP agent's config: a preset when ``--agent`` named one, else ``argv``."""
-    from ..presets import preset
-
+    """An ACP agent's config: the named agent's, else ``argv``."""
     if args.input is not None:
         raise ValueError("--input applies to process agents only")
     acp = {
@@ -226,8 +249,13 @@ def _acp_backend(
         "terminal": args.terminal,
         "auth_method": args.auth_method,
     }
-    if args.agent is not None:
-        return preset(args.agent, **acp)
+    if named is not None:
+        # Flags not given leave what a config file set (None is "not given").
+        configured = getattr(named, "options", {})
+        if args.permission is None and "permission" in configured:
+            acp["permission"] = None
+        acp.update(fs=args.fs or None, terminal=args.terminal or None)
+        return _named(named, acp)
     from .. import AcpBackendConfig
 
     return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)
