@@ -1,0 +1,237 @@
+"""``oma-bridge agents``: which agents are known, installed and ready.
+
+Lists the agents of config files, the built-in presets and the ACP registry:
+whether each command is on PATH, its version (``--version``, bounded by a short
+timeout, all at once), which credential variables are unset, and the exact
+command line that would run. Also refreshes the registry (``--update``) and
+prints the JSON Schema of ``oma-bridge.toml`` (``--schema``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ._main import EXIT_FAILED, EXIT_OK, HelpFormatter, fail
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..presets import Preset
+
+_RUNNERS = ("npx", "uvx")  # fetch the agent on first use: installed = runner found
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "agents",
+        help="list known agents: installed or not, version, credentials, command",
+        description="List the agents --agent NAME can run: those of oma-bridge.toml "
+        "(or [tool.oma-bridge] in pyproject.toml), the built-in presets and the "
+        "official ACP registry (registry:ID).",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="download the current ACP registry (needs a network connection)",
+    )
+    parser.add_argument(
+        "--registry-url",
+        metavar="URL",
+        help="where --update downloads from (default: $OMA_BRIDGE_REGISTRY_URL, "
+        "else the official registry)",
+    )
+    parser.add_argument(
+        "--schema",
+        action="store_true",
+        help="print the JSON Schema of oma-bridge.toml (for editors)",
+    )
+    parser.add_argument(
+        "--version-timeout",
+        metavar="S",
+        type=float,
+        default=3.0,
+        help="seconds each `COMMAND --version` may take (default: 3)",
+    )
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    if args.schema:
+        from ..presets._config import schema
+
+        sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
+        return EXIT_OK
+    if args.update:
+        from ..presets._registry import update_registry
+
+        try:
+            path = update_registry(args.registry_url)
+        except (ConnectionError, ValueError) as exc:
+            return fail(str(exc), EXIT_FAILED)
+        sys.stderr.write(f"oma-bridge: registry updated: {path}\n")
+    try:
+        rows = _rows(args.version_timeout)
+    except ValueError as exc:  # a malformed config file
+        return fail(str(exc))
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    elif sys.stdout.isatty():
+        _rich_table(rows)
+    else:
+        _plain_table(rows)
+    return EXIT_OK
+
+
+def _entries() -> list[tuple[str, str, Preset]]:
+    """(name, kind, recipe) of every agent: configured, preset, registry."""
+    from ..presets import PRESETS
+    from ..presets._config import configured_agents
+    from ..presets._presets import REGISTRY_PREFIX
+
+    found = [
+        (name, "configured", agent.preset)
+        for name, agent in configured_agents().items()
+    ]
+    for name in PRESETS:
+        kind = "registry" if name.startswith(REGISTRY_PREFIX) else "preset"
+        found.append((name, kind, PRESETS[name]))
+    return found
+
+
+def _which(command: str) -> str | None:
+    from ..backends._command import resolve_executable
+    from ..bridge.errors import BackendStartError
+
+    try:
+        return resolve_executable(command, os.environ.get("PATH"), None)
+    except BackendStartError:
+        return None
+
+
+def _version(path: str, timeout: float) -> str | None:
+    """The first line ``path --version`` prints, or None; the child (and its
+    process group) is killed when it takes longer than ``timeout``."""
+    import signal
+    import subprocess
+
+    try:
+        child = subprocess.Popen(
+            [path, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        return None
+    lines = [line.strip() for line in out.decode(errors="replace").splitlines()]
+    first = next((line for line in lines if line), "")
+    return first[:60] if child.returncode == 0 and first else None
+
+
+def _command_line(known: Preset) -> str:
+    import shlex
+
+    line = shlex.join(known.argv())
+    if known.transport == "process" and known.input == "argument":
+        line += " PROMPT"
+    elif known.transport == "process" and known.input == "stdin":
+        line += " < PROMPT"
+    return line
+
+
+def _rows(timeout: float) -> list[dict[str, Any]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    entries = _entries()
+    paths = {known.command: _which(known.command) for _, _, known in entries}
+    probe = sorted({p for c, p in paths.items() if p and c not in _RUNNERS})
+    with ThreadPoolExecutor(max_workers=min(8, len(probe) or 1)) as pool:
+        found = pool.map(lambda path: _version(path, timeout), probe)
+        versions = dict(zip(probe, found, strict=True))
+    rows = []
+    for name, kind, known in entries:
+        path = paths[known.command]
+        runner = known.command in _RUNNERS
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                "transport": known.transport,
+                "installed": path is not None,
+                "path": path,
+                "version": known.version if runner else versions.get(path or ""),
+                "credentials": list(known.credentials),
+                "unset_credentials": [
+                    v for v in known.credentials if not os.environ.get(v)
+                ],
+                "login_check": list(known.login_check) or None,
+                "output_format": known.output_format,
+                "command_line": _command_line(known),
+                "description": known.description,
+            }
+        )
+    return rows
+
+
+def _status(row: dict[str, Any]) -> str:
+    if not row["installed"]:
+        return "not installed"
+    if row["command_line"].split()[0] in _RUNNERS:
+        return f"via {row['command_line'].split()[0]}"
+    return f"installed, {row['version']}" if row["version"] else "installed"
+
+
+def _credentials(row: dict[str, Any]) -> str:
+    unset = row["unset_credentials"]
+    if not row["credentials"]:
+        return "-"
+    if len(unset) < len(row["credentials"]):
+        return "set"
+    return "unset: " + ", ".join(unset)
+
+
+def _plain_table(rows: list[dict[str, Any]]) -> None:
+    """Aligned columns, no colour: for pipes, logs and scripts that grep."""
+    header = ("NAME", "KIND", "TRANSPORT", "STATUS", "CREDENTIALS", "COMMAND")
+    table = [header] + [
+        (r["name"], r["kind"], r["transport"], _status(r), _credentials(r),
+         r["command_line"])
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        sys.stdout.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+
+
+def _rich_table(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Agents (--agent NAME)", show_lines=False)
+    for column in ("name", "kind", "transport", "status", "credentials", "command"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        status = _status(row)
+        style = "red" if status == "not installed" else "green"
+        table.add_row(
+            row["name"],
+            row["kind"],
+            row["transport"],
+            f"[{style}]{status}[/]",
+            _credentials(row),
+            row["command_line"],
+        )
+    Console().print(table)
