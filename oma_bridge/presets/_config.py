@@ -163,13 +163,8 @@ def _parse(path: Path, prefix: tuple[str, ...], data: dict[str, Any]) -> ConfigF
         raise ValueError(describe(exc, str(path), prefix, keys)) from None
 
 
-def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
-    """``entry`` as a recipe and options; errors name ``where`` (file: key)."""
-    given = {
-        f.name: getattr(entry, f.name)
-        for f in dataclasses.fields(entry)
-        if getattr(entry, f.name) is not None
-    }
+def _base(entry: AgentEntry, where: str) -> Preset:
+    """The recipe ``entry`` starts from: its preset, or its own command."""
     if entry.preset is not None:
         if entry.preset not in PRESETS:
             raise ValueError(f"{where}.preset: {unknown(entry.preset, list(PRESETS))}")
@@ -179,20 +174,27 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
                 f"{where}.transport: preset {entry.preset!r} is a "
                 f"{base.transport} agent; remove transport or the preset"
             )
-    elif entry.transport is None or entry.command is None:
+        return base
+    if entry.transport is None or entry.command is None:
         raise ValueError(
             f"{where}: needs preset = NAME, or transport and command "
             '(e.g. transport = "process", command = "my-agent")'
         )
-    else:
-        base = Preset(entry.transport, entry.command)
-    wrong = _ACP_ONLY if base.transport == "process" else _PROCESS_ONLY
-    for key in wrong:
+    return Preset(entry.transport, entry.command)
+
+
+def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
+    """``entry`` as a recipe and options; errors name ``where`` (file: key)."""
+    given = {
+        f.name: getattr(entry, f.name)
+        for f in dataclasses.fields(entry)
+        if getattr(entry, f.name) is not None
+    }
+    base = _base(entry, where)
+    other = "ACP" if base.transport == "process" else "process"
+    for key in _ACP_ONLY if base.transport == "process" else _PROCESS_ONLY:
         if key in given:
-            raise ValueError(
-                f"{where}.{key}: applies to "
-                f"{'ACP' if base.transport == 'process' else 'process'} agents only"
-            )
+            raise ValueError(f"{where}.{key}: applies to {other} agents only")
     recipe = {key: given[key] for key in _RECIPE if key in given}
     if "input" in recipe:
         recipe["blank_prompt"] = "allow" if recipe["input"] == "none" else "reject"
