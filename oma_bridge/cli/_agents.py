@@ -51,11 +51,16 @@ def add_parser(commands: Any) -> None:
         help="print the JSON Schema of oma-bridge.toml (for editors)",
     )
     parser.add_argument(
+        "--check-login",
+        action="store_true",
+        help="also run each CLI's own login check (e.g. `claude auth status`)",
+    )
+    parser.add_argument(
         "--version-timeout",
         metavar="S",
         type=float,
         default=3.0,
-        help="seconds each `COMMAND --version` may take (default: 3)",
+        help="seconds each `COMMAND --version` (or login check) may take (default: 3)",
     )
     parser.set_defaults(handler=_handle)
 
@@ -75,7 +80,7 @@ def _handle(args: argparse.Namespace) -> int:
             return fail(str(exc), EXIT_FAILED)
         sys.stderr.write(f"oma-bridge: registry updated: {path}\n")
     try:
-        rows = _rows(args.version_timeout)
+        rows = _rows(args.version_timeout, check_login=args.check_login)
     except ValueError as exc:  # a malformed config file
         return fail(str(exc))
     if args.json:
@@ -113,31 +118,46 @@ def _which(command: str) -> str | None:
         return None
 
 
-def _version(path: str, timeout: float) -> str | None:
-    """The first line ``path --version`` prints, or None; the child (and its
-    process group) is killed when it takes longer than ``timeout``."""
+def _probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
+    """Run ``argv`` (no stdin): its exit status and first line of output; None
+    as status when it could not start or took longer than ``timeout`` (then
+    its whole process group is killed, and it is reaped)."""
     import signal
     import subprocess
 
     try:
         child = subprocess.Popen(
-            [path, "--version"],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError:
-        return None
+        return None, ""
     try:
         out, _ = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         child.communicate()
-        return None
+        return None, ""
     lines = [line.strip() for line in out.decode(errors="replace").splitlines()]
-    first = next((line for line in lines if line), "")
-    return first[:60] if child.returncode == 0 and first else None
+    return child.returncode, next((line for line in lines if line), "")[:60]
+
+
+def _version(path: str, timeout: float) -> str | None:
+    """The first line ``path --version`` prints, or None."""
+    status, first = _probe([path, "--version"], timeout)
+    return first if status == 0 and first else None
+
+
+def _logged_in(check: tuple[str, ...], timeout: float) -> bool | None:
+    """Whether the CLI's login check passes; None when it cannot be run."""
+    path = _which(check[0])
+    if path is None:
+        return None
+    status, _ = _probe([path, *check[1:]], timeout)
+    return None if status is None else status == 0
 
 
 def _command_line(known: Preset) -> str:
@@ -151,15 +171,20 @@ def _command_line(known: Preset) -> str:
     return line
 
 
-def _rows(timeout: float) -> list[dict[str, Any]]:
+def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
     from concurrent.futures import ThreadPoolExecutor
 
     entries = _entries()
     paths = {known.command: _which(known.command) for _, _, known in entries}
     probe = sorted({p for c, p in paths.items() if p and c not in _RUNNERS})
-    with ThreadPoolExecutor(max_workers=min(8, len(probe) or 1)) as pool:
+    checks = sorted({k.login_check for _, _, k in entries if k.login_check})
+    with ThreadPoolExecutor(max_workers=8) as pool:
         found = pool.map(lambda path: _version(path, timeout), probe)
+        logins = pool.map(
+            lambda c: _logged_in(c, timeout), checks if check_login else []
+        )
         versions = dict(zip(probe, found, strict=True))
+        logged_in = dict(zip(checks, logins, strict=False))
     rows = []
     for name, kind, known in entries:
         path = paths[known.command]
@@ -177,6 +202,7 @@ def _rows(timeout: float) -> list[dict[str, Any]]:
                     v for v in known.credentials if not os.environ.get(v)
                 ],
                 "login_check": list(known.login_check) or None,
+                "logged_in": logged_in.get(known.login_check),
                 "output_format": known.output_format,
                 "command_line": _command_line(known),
                 "description": known.description,
@@ -190,7 +216,9 @@ def _status(row: dict[str, Any]) -> str:
         return "not installed"
     if row["command_line"].split()[0] in _RUNNERS:
         return f"via {row['command_line'].split()[0]}"
-    return f"installed, {row['version']}" if row["version"] else "installed"
+    status = f"installed, {row['version']}" if row["version"] else "installed"
+    login = {True: "logged in", False: "NOT logged in"}.get(row["logged_in"])
+    return f"{status} ({login})" if login else status
 
 
 def _credentials(row: dict[str, Any]) -> str:

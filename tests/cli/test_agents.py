@@ -193,3 +193,19 @@ def test_schema_describes_the_config_file(home: Path) -> None:
     assert schema["properties"]["agents"]["additionalProperties"]["$ref"].endswith(
         "AgentEntry"
     )
+
+
+def test_login_checks_run_only_when_asked(home: Path) -> None:
+    stand_in(
+        home,
+        "codex",
+        'case "$*" in "--version") echo 0.50.0 ;; "login status") exit 0 ;; esac',
+    )
+    stand_in(home, "claude", 'case "$*" in "--version") echo 2.0 ;; *) exit 1 ;; esac')
+    assert rows(home)["codex"]["logged_in"] is None  # not run by default
+    found = rows(home, "--check-login")
+    assert (found["codex"]["logged_in"], found["claude"]["logged_in"]) == (True, False)
+    assert found["gemini"]["logged_in"] is None  # no login check of its own
+    plain = agents(home, "--check-login").stdout
+    assert "installed, 0.50.0 (logged in)" in plain
+    assert "installed, 2.0 (NOT logged in)" in plain
