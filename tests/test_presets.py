@@ -38,3 +38,100 @@ def test_options_reach_the_config_and_bad_ones_are_refused() -> None:
 def test_unknown_preset_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match="known agents: claude"):
         preset("nope")
+
+
+def test_the_shipped_presets_validate_with_pydantic() -> None:
+    from importlib.resources import files
+
+    from pydantic import TypeAdapter
+
+    from oma_bridge.presets._presets import Preset as PresetType
+    from oma_bridge.presets._toml import loads
+
+    data = loads(files("oma_bridge.presets").joinpath("presets.toml").read_text())
+    checked = TypeAdapter(dict[str, PresetType]).validate_python(data, strict=False)
+    assert checked == {name: PRESETS[name] for name in data}
+    assert len([n for n in data if PRESETS[n].transport == "process"]) >= 10
+
+
+@pytest.mark.parametrize(
+    ("name", "argv", "output"),
+    [
+        ("claude", "claude -p --output-format stream-json --verbose",
+         "claude-stream-json"),
+        ("codex", "codex exec --json -", "codex-json"),
+        ("gemini", "gemini --output-format stream-json -p", "gemini-stream-json"),
+        ("qwen", "qwen --output-format stream-json -p", "qwen-stream-json"),
+        ("cursor", "cursor-agent -p --output-format stream-json", "cursor-stream-json"),
+        ("amp", "amp --stream-json -x", "amp-stream-json"),
+        ("opencode", "opencode run --format json", "opencode-json"),
+        ("goose", "goose run --quiet --no-session --output-format stream-json -t",
+         "goose-stream-json"),
+        ("aider", "aider --yes-always --no-pretty --no-fancy-input --message", "text"),
+        ("copilot", "copilot -p", "text"),
+    ],
+)  # fmt: skip
+def test_process_presets_ask_for_their_json_stream(
+    name: str, argv: str, output: str
+) -> None:
+    config = preset(name)
+    assert isinstance(config, ProcessBackendConfig)
+    assert " ".join((config.command, *config.args)) == argv
+    assert config.output_format == output
+
+
+def test_every_preset_states_its_blank_prompt_and_credential_names() -> None:
+    for name, known in PRESETS.items():
+        config = preset(name)
+        assert config.input_profile.blank_prompt == known.blank_prompt, name
+        assert all(v.isupper() and "=" not in v for v in known.credentials), name
+
+
+def test_preset_options_override_and_env_merges() -> None:
+    config = preset("registry:auggie", env={"EXTRA": "1"}, timeout=3.0)
+    assert config.env == {"AUGMENT_DISABLE_AUTO_UPDATE": "1", "EXTRA": "1"}
+    assert config.timeout == 3.0
+    assert preset("claude", output_format="text").output_format == "text"
+    assert preset("claude", args=("-p",)).args == ("-p",)
+
+
+def test_registry_agents_run_by_npx_uvx_or_their_installed_binary() -> None:
+    from oma_bridge.presets._registry import (
+        BinaryTarget,
+        Distribution,
+        PackageDistribution,
+        RegistryAgent,
+    )
+
+    def agent(distribution: Distribution) -> RegistryAgent:
+        return RegistryAgent("a", "A", "1.0.0", "d", distribution)
+
+    npx = PackageDistribution("@x/a@1.0.0", ("--acp",), {"NO_UPDATE": "1"})
+    binary = {"linux-x86_64": BinaryTarget("https://x/a.tgz", "./dist/a", ("acp",))}
+    both = agent(Distribution(npx=npx, binary=binary)).preset("linux-x86_64")
+    assert both is not None
+    assert (both.command, both.args, dict(both.env)) == (
+        "npx", ("-y", "@x/a@1.0.0", "--acp"), {"NO_UPDATE": "1"},
+    )  # fmt: skip
+    uvx = agent(Distribution(uvx=PackageDistribution("a-acp"))).preset("any")
+    assert uvx is not None and uvx.argv() == ["uvx", "a-acp"]
+    only_binary = agent(Distribution(binary=binary))
+    found = only_binary.preset("linux-x86_64")
+    assert found is not None and found.argv() == ["a", "acp"]
+    assert only_binary.preset("darwin-aarch64") is None
+
+
+def test_the_registry_snapshot_gives_every_agent_an_acp_preset() -> None:
+    import json
+    from importlib.resources import files
+
+    snapshot = json.loads(
+        files("oma_bridge.presets").joinpath("registry.json").read_bytes()
+    )
+    names = {f"registry:{entry['id']}" for entry in snapshot["agents"]}
+    assert len(names) >= 10
+    here = {name for name in PRESETS if name.startswith("registry:")}
+    assert here <= names
+    for name in here:
+        assert PRESETS[name].transport == "acp"
+        assert isinstance(preset(name), AcpBackendConfig)

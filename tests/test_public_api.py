@@ -130,4 +130,4 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
     loaded, modules = done.stdout.splitlines()
     entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]
     assert json.loads(loaded) == entry
-    assert modules == "oma_bridge.bridge._agent oma_bridge.presets"
+    assert modules == "oma_bridge.bridge._agent oma_bridge.presets._presets"

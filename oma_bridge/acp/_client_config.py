@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
+from ..backends._checks import check_fields, config_from_dict
 from ..bridge import InputProfile
 from ._framing import DEFAULT_MAX_LINE_BYTES
 
@@ -171,6 +172,7 @@ class AcpBackendConfig:
     terminal_output_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not isinstance(self.command, str) or not self.command:
             raise TypeError("AcpBackendConfig.command must be a non-empty str")
         if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
@@ -200,6 +202,12 @@ class AcpBackendConfig:
             raise ValueError("AcpBackendConfig.max_line_bytes must be positive")
         if self.max_output_bytes < 0:
             raise ValueError("AcpBackendConfig.max_output_bytes must not be negative")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> AcpBackendConfig:
+        """A config from a dict or decoded JSON; a wrong key or type is a
+        TypeError naming it, a command line in ``command`` a ValueError."""
+        return config_from_dict(cls, data)
 
     @property
     def input_profile(self) -> InputProfile:

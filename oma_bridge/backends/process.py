@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, final
 # anyio is imported by the async driver where it waits: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge import InputProfile
+from ._checks import check_fields, config_from_dict
 from ._drive import ProcessRun, run_blocking
 from ._proc import child_environb, resolve_executable
 
@@ -82,6 +83,7 @@ class ProcessBackendConfig:
     output_format: str = "text"
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not isinstance(self.command, str) or not self.command:
             raise TypeError("ProcessBackendConfig.command must be a non-empty str")
         if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
@@ -101,6 +103,12 @@ class ProcessBackendConfig:
                 f"ProcessBackendConfig.output_format must be one of "
                 f"{', '.join(map(repr, OUTPUT_FORMATS))}; got {self.output_format!r}"
             )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> ProcessBackendConfig:
+        """A config from a dict or decoded JSON; a wrong key or type is a
+        TypeError naming it, a command line in ``command`` a ValueError."""
+        return config_from_dict(cls, data)
 
     @property
     def input_profile(self) -> InputProfile:

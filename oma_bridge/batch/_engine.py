@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         Awaitable,
         Callable,
         Iterable,
+        Mapping,
     )
 
     from anyio.streams.memory import (
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
         MemoryObjectSendStream,
     )
     from typing_extensions import Self
+
+    from ..bridge import JSONValue
 
 
 def _fresh_sessions(config: AgentConfig) -> AgentConfig:
@@ -73,7 +76,7 @@ class BatchRun(AsyncContextManagerMixin):
     def __init__(
         self,
         config: AgentConfig,
-        items: Iterable[BatchItem | str],
+        items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
         *,
         concurrency: int,
         timeout: float | None,
@@ -228,7 +231,7 @@ async def _local_attempt(item: BatchItem, agent: Agent | AgentConfig) -> Outcome
 
 def run_batch(
     config: AgentConfig,
-    items: Iterable[BatchItem | str],
+    items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
     *,
     concurrency: int = 4,
     timeout: float | None = None,
@@ -249,7 +252,8 @@ def run_batch(
         config: The agent. A process backend starts a fresh process per run; an
             ACP backend config gets a pool of ``concurrency`` agent processes
             and a fresh session per item.
-        items: ``BatchItem`` objects, or plain prompts (ids 1, 2, ...).
+        items: ``BatchItem`` objects, plain prompts (ids 1, 2, ...), or
+            mappings as in a JSON Lines file (``{"id": ..., "prompt": ...}``).
         concurrency: Items in flight at once.
         timeout: Seconds per attempt; then the agent is stopped and the
             attempt fails with ``BACKEND_TIMEOUT`` (retryable).

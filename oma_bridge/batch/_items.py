@@ -8,13 +8,14 @@ job, and a fresh-per-run job once per run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ..bridge import TokenUsage
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator
 
     from ..bridge.messages import JSONValue, LLMMessage
 
@@ -100,19 +101,49 @@ RESULT_KEYS = frozenset(
 )
 
 
-def as_items(items: Iterable[BatchItem | str]) -> Iterator[BatchItem]:
+def as_items(
+    items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
+) -> Iterator[BatchItem]:
     """``items`` as ``BatchItem``s, read lazily; a plain prompt's id is its position.
 
+    A mapping is read as a line of a JSON Lines batch file: ``id`` (default: its
+    position), exactly one of ``prompt`` or ``messages``, the rest as extra.
+
     Raises:
-        TypeError: an item is neither a ``BatchItem`` nor a string.
+        TypeError: an item is not a ``BatchItem``, a string or a mapping, or a
+            mapping's field has the wrong type (its position and key named).
+        ValueError: a mapping lacks its input or uses a key of the result.
     """
     for position, item in enumerate(items, 1):
         if isinstance(item, str):
             yield BatchItem(id=position, input=item)
         elif isinstance(item, BatchItem):
             yield item
+        elif isinstance(item, Mapping):
+            yield _from_mapping(item, position)
         else:
             raise TypeError(
-                f"run_batch items must be BatchItem or str, got {type(item).__name__} "
-                f"at position {position}"
+                "run_batch items must be BatchItem, str or a mapping, got "
+                f"{type(item).__name__} at position {position}"
             )
+
+
+def _from_mapping(record: Mapping[str, JSONValue], position: int) -> BatchItem:
+    where = f"run_batch item {position}"
+    rest = dict(record)
+    item_id = rest.pop("id", position)
+    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
+        raise TypeError(f"{where}: 'id' must be a str or an int, got {item_id!r}")
+    if ("prompt" in rest) == ("messages" in rest):
+        raise ValueError(f"{where}: needs exactly one of 'prompt' or 'messages'")
+    key = "prompt" if "prompt" in rest else "messages"
+    value = rest.pop(key)
+    if not isinstance(value, str if key == "prompt" else list):
+        wanted = "a str" if key == "prompt" else "a list of messages"
+        raise TypeError(
+            f"{where}: {key!r} must be {wanted}, got {type(value).__name__}"
+        )
+    reserved = sorted(RESULT_KEYS & rest.keys())
+    if reserved:
+        raise ValueError(f"{where}: key {reserved[0]!r} is reserved for the result")
+    return BatchItem(id=item_id, input=cast("Any", value), extra=rest)

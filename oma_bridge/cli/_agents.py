@@ -1,260 +1,265 @@
-"""Choosing the agent: the options every command shares, and the config they make.
+"""``oma-bridge agents``: which agents are known, installed and ready.
 
-``run``, ``serve`` and ``batch`` all take ``--process "CMD ARGS"``, ``--acp "CMD
-ARGS"`` or ``--agent NAME`` plus the same environment, directory and permission
-options, so they are declared and interpreted once, here.
+Lists the agents of config files, the built-in presets and the ACP registry:
+whether each command is on PATH, its version (``--version``, bounded by a short
+timeout, all at once), which credential variables are unset, and the exact
+command line that would run. Also refreshes the registry (``--update``) and
+prints the JSON Schema of ``oma-bridge.toml`` (``--schema``).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import os
-import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ._main import EXIT_FAILED, EXIT_OK, HelpFormatter, fail
+
 if TYPE_CHECKING:
-    from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
+    import argparse
 
-ACP_HELP = (
-    "Permission requests are answered by --approve-all, --approve-reads or "
-    "--deny-all; with none of them the user is asked on the terminal, and "
-    "without a terminal only reads are approved."
-)
+    from ..presets import Preset
+
+_RUNNERS = ("npx", "uvx")  # fetch the agent on first use: installed = runner found
 
 
-def positive_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
-    return number
-
-
-def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) -> None:
-    """Declare the agent choice and its options on ``parser``.
-
-    Args:
-        prompt_options: Also declare ``--system-prompt`` (not for commands whose
-            prompts come from elsewhere).
-    """
-    from ..presets import PRESETS
-
-    agent = parser.add_argument_group("agent (exactly one)")
-    which = agent.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--process",
-        metavar='"CMD ARGS"',
-        help="a command line, split like a shell would (no shell runs it); "
-        "a fresh process is started for every run",
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "agents",
+        help="list known agents: installed or not, version, credentials, command",
+        description="List the agents --agent NAME can run: those of oma-bridge.toml "
+        "(or [tool.oma-bridge] in pyproject.toml), the built-in presets and the "
+        "official ACP registry (registry:ID).",
+        formatter_class=HelpFormatter,
     )
-    which.add_argument(
-        "--acp",
-        metavar='"CMD ARGS"',
-        help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
-        '"npx @zed-industries/codex-acp", "gemini --acp")',
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="download the current ACP registry (needs a network connection)",
     )
-    which.add_argument(
-        "--agent",
-        metavar="NAME",
-        choices=sorted(PRESETS),
-        help="a known agent: "
-        + "; ".join(f"{name} ({p.description})" for name, p in sorted(PRESETS.items())),
+    parser.add_argument(
+        "--registry-url",
+        metavar="URL",
+        help="where --update downloads from (default: $OMA_BRIDGE_REGISTRY_URL, "
+        "else the official registry)",
     )
-    opts = parser.add_argument_group("agent options")
-    opts.add_argument(
-        "--input",
-        choices=("stdin", "argument", "none"),
-        help="process agents: how the prompt reaches the process: written to its "
-        "stdin (the default), appended as one last argument, or not sent",
+    parser.add_argument(
+        "--schema",
+        action="store_true",
+        help="print the JSON Schema of oma-bridge.toml (for editors)",
     )
-    if prompt_options:
-        opts.add_argument(
-            "--system-prompt", metavar="TEXT", help="text sent before the prompt"
-        )
-    opts.add_argument("--cwd", metavar="DIR", help="working directory of the agent")
-    opts.add_argument(
-        "--env",
-        metavar="NAME=VALUE",
-        action="append",
-        default=[],
-        help="set a variable in the agent's environment (repeatable); the rest "
-        "of the environment is inherited",
+    parser.add_argument(
+        "--check-login",
+        action="store_true",
+        help="also run each CLI's own login check (e.g. `claude auth status`)",
     )
-    opts.add_argument(
-        "--timeout",
+    parser.add_argument(
+        "--version-timeout",
         metavar="S",
-        type=positive_float,
-        help="stop a run (the agent's whole process tree) after S seconds",
+        type=float,
+        default=3.0,
+        help="seconds each `COMMAND --version` (or login check) may take (default: 3)",
     )
-    acp = parser.add_argument_group("ACP agents", ACP_HELP)
-    policy = acp.add_mutually_exclusive_group()
-    for flag, const, text in (
-        ("--approve-all", "auto-approve", "approve every request (allow once first)"),
-        (
-            "--approve-reads",
-            "read-only",
-            "approve reads and searches; reject edits, execution and deletion",
-        ),
-        ("--deny-all", "reject", "reject every request"),
-    ):
-        policy.add_argument(
-            flag, dest="permission", action="store_const", const=const, help=text
-        )
-    acp.add_argument(
-        "--fs",
-        action="store_true",
-        help="serve the agent's file reads and writes, confined to --cwd",
-    )
-    acp.add_argument(
-        "--terminal",
-        action="store_true",
-        help="let the agent run commands in terminals (killed and reaped at the end)",
-    )
-    acp.add_argument(
-        "--auth-method",
-        metavar="ID",
-        help="the agent's authentication method to use when it asks for one",
-    )
+    parser.set_defaults(handler=_handle)
 
 
-def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
-    """The ``AgentConfig`` the options describe.
+def _handle(args: argparse.Namespace) -> int:
+    if args.schema:
+        from ..presets._config import schema
 
-    Args:
-        interactive: Whether permission requests may be asked on the terminal
-            when no policy flag was given.
+        sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
+        return EXIT_OK
+    if args.update:
+        from ..presets._registry import update_registry
 
-    Raises:
-        ValueError: contradictory or malformed options (the message says which).
-    """
-    from .. import AgentConfig
-    from ..presets import PRESETS
-
-    if args.cwd is not None and not os.path.isdir(args.cwd):
-        what = "is not a directory" if os.path.exists(args.cwd) else "does not exist"
-        raise ValueError(f"--cwd {args.cwd} {what}; give the folder to run in")
-    common: dict[str, Any] = {
-        "env": _env(args.env) or None,
-        "cwd": args.cwd,
-        "timeout": args.timeout,
-    }
-    argv: list[str] = []
-    if args.agent is not None:
-        transport, name = PRESETS[args.agent].transport, args.agent
-    else:
-        transport = "process" if args.process is not None else "acp"
-        argv = _split(transport, args.process if args.process is not None else args.acp)
-        if not argv:
-            raise ValueError(f"--{transport} needs a command")
-        name = argv[0]
-    if transport == "process":
-        backend = _process_backend(args, argv, common)
-    else:
-        backend = _acp_backend(args, argv, common, interactive=interactive)
-    return AgentConfig(
-        name=name, backend=backend, system_prompt=getattr(args, "system_prompt", None)
-    )
-
-
-def _split(transport: str, command: str) -> list[str]:
-    """``--process``/``--acp`` split like a shell would; a malformed one names its
-    option."""
+        try:
+            path = update_registry(args.registry_url)
+        except (ConnectionError, ValueError) as exc:
+            return fail(str(exc), EXIT_FAILED)
+        sys.stderr.write(f"oma-bridge: registry updated: {path}\n")
     try:
-        return shlex.split(command)
-    except ValueError as exc:  # an unbalanced quote
-        raise ValueError(
-            f"--{transport}: {exc} in {command!r}; check its quotes"
-        ) from exc
+        rows = _rows(args.version_timeout, check_login=args.check_login)
+    except ValueError as exc:  # a malformed config file
+        return fail(str(exc))
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    elif sys.stdout.isatty():
+        _rich_table(rows)
+    else:
+        _plain_table(rows)
+    return EXIT_OK
 
 
-def _env(items: list[str]) -> dict[str, str]:
-    """``--env NAME=VALUE`` options as a dict."""
-    env = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
-        env[name] = value
-    return env
+def _entries() -> list[tuple[str, str, Preset]]:
+    """(name, kind, recipe) of every agent: configured, preset, registry."""
+    from ..presets import PRESETS
+    from ..presets._config import configured_agents
+    from ..presets._presets import REGISTRY_PREFIX
 
-
-def _process_backend(
-    args: argparse.Namespace, argv: list[str], common: dict[str, Any]
-) -> BackendConfig:
-    """A process agent's config: a preset when ``--agent`` named one, else ``argv``."""
-    from .. import ProcessBackendConfig
-    from ..presets import preset
-
-    acp_only = [
-        option
-        for option, given in (
-            ("--approve-all/--approve-reads/--deny-all", args.permission),
-            ("--fs", args.fs),
-            ("--terminal", args.terminal),
-            ("--auth-method", args.auth_method),
-        )
-        if given
+    found = [
+        (name, "configured", agent.preset)
+        for name, agent in configured_agents().items()
     ]
-    if acp_only:
-        raise ValueError(f"{acp_only[0]} applies to ACP agents only")
-    if args.input is not None:
-        common = {**common, "input": args.input}
-    if args.agent is not None:
-        return preset(args.agent, **common)
-    return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
+    for name in PRESETS:
+        kind = "registry" if name.startswith(REGISTRY_PREFIX) else "preset"
+        found.append((name, kind, PRESETS[name]))
+    return found
 
 
-def _acp_backend(
-    args: argparse.Namespace,
-    argv: list[str],
-    common: dict[str, Any],
-    *,
-    interactive: bool,
-) -> BackendConfig:
-    """An ACP agent's config: a preset when ``--agent`` named one, else ``argv``."""
-    from ..presets import preset
+def _which(command: str) -> str | None:
+    from ..backends._command import resolve_executable
+    from ..bridge.errors import BackendStartError
 
-    if args.input is not None:
-        raise ValueError("--input applies to process agents only")
-    acp = {
-        **common,
-        "permission": _permission(args, interactive=interactive),
-        "fs": args.fs,
-        "terminal": args.terminal,
-        "auth_method": args.auth_method,
-    }
-    if args.agent is not None:
-        return preset(args.agent, **acp)
-    from .. import AcpBackendConfig
-
-    return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)
+    try:
+        return resolve_executable(command, os.environ.get("PATH"), None)
+    except BackendStartError:
+        return None
 
 
-def _permission(args: argparse.Namespace, *, interactive: bool) -> PermissionPolicy:
-    """The flag given, else ask on the terminal, else the library's default."""
-    if args.permission is not None:
-        return args.permission  # type: ignore[no-any-return]
-    if interactive and sys.stdin.isatty() and sys.stderr.isatty():
-        return ask_on_terminal
-    return "read-only"
+def _probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
+    """Run ``argv`` (no stdin): its exit status and first line of output; None
+    as status when it could not start or took longer than ``timeout`` (then
+    its whole process group is killed, and it is reaped)."""
+    import signal
+    import subprocess
+
+    try:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError:
+        return None, ""
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        return None, ""
+    lines = [line.strip() for line in out.decode(errors="replace").splitlines()]
+    return child.returncode, next((line for line in lines if line), "")[:60]
 
 
-async def ask_on_terminal(request: PermissionRequest) -> bool | str:
-    """Show a permission request on stderr and read the choice from stdin."""
-    import anyio
+def _version(path: str, timeout: float) -> str | None:
+    """The first line ``path --version`` prints, or None."""
+    status, first = _probe([path, "--version"], timeout)
+    return first if status == 0 and first else None
 
-    lines = [f"\nThe agent asks: {request.title or 'permission'}"]
-    if request.kind:
-        lines[0] += f" ({request.kind})"
-    for number, option in enumerate(request.options, 1):
-        lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
-    lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
-    sys.stderr.write("\n".join(lines))
-    sys.stderr.flush()
-    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
-    if answer.isdigit() and 1 <= int(answer) <= len(request.options):
-        return str(request.options[int(answer) - 1].get("optionId"))
-    return False
+
+def _logged_in(check: tuple[str, ...], timeout: float) -> bool | None:
+    """Whether the CLI's login check passes; None when it cannot be run."""
+    path = _which(check[0])
+    if path is None:
+        return None
+    status, _ = _probe([path, *check[1:]], timeout)
+    return None if status is None else status == 0
+
+
+def _command_line(known: Preset) -> str:
+    import shlex
+
+    line = shlex.join(known.argv())
+    if known.transport == "process" and known.input == "argument":
+        line += " PROMPT"
+    elif known.transport == "process" and known.input == "stdin":
+        line += " < PROMPT"
+    return line
+
+
+def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    entries = _entries()
+    paths = {known.command: _which(known.command) for _, _, known in entries}
+    probe = sorted({p for c, p in paths.items() if p and c not in _RUNNERS})
+    checks = sorted({k.login_check for _, _, k in entries if k.login_check})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = pool.map(lambda path: _version(path, timeout), probe)
+        logins = pool.map(
+            lambda c: _logged_in(c, timeout), checks if check_login else []
+        )
+        versions = dict(zip(probe, found, strict=True))
+        logged_in = dict(zip(checks, logins, strict=False))
+    rows = []
+    for name, kind, known in entries:
+        path = paths[known.command]
+        runner = known.command in _RUNNERS
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                "transport": known.transport,
+                "installed": path is not None,
+                "path": path,
+                "version": known.version if runner else versions.get(path or ""),
+                "credentials": list(known.credentials),
+                "unset_credentials": [
+                    v for v in known.credentials if not os.environ.get(v)
+                ],
+                "login_check": list(known.login_check) or None,
+                "logged_in": logged_in.get(known.login_check),
+                "output_format": known.output_format,
+                "command_line": _command_line(known),
+                "description": known.description,
+            }
+        )
+    return rows
+
+
+def _status(row: dict[str, Any]) -> str:
+    if not row["installed"]:
+        return "not installed"
+    if row["command_line"].split()[0] in _RUNNERS:
+        return f"via {row['command_line'].split()[0]}"
+    status = f"installed, {row['version']}" if row["version"] else "installed"
+    login = {True: "logged in", False: "NOT logged in"}.get(row["logged_in"])
+    return f"{status} ({login})" if login else status
+
+
+def _credentials(row: dict[str, Any]) -> str:
+    unset = row["unset_credentials"]
+    if not row["credentials"]:
+        return "-"
+    if len(unset) < len(row["credentials"]):
+        return "set"
+    return "unset: " + ", ".join(unset)
+
+
+def _plain_table(rows: list[dict[str, Any]]) -> None:
+    """Aligned columns, no colour: for pipes, logs and scripts that grep."""
+    header = ("NAME", "KIND", "TRANSPORT", "STATUS", "CREDENTIALS", "COMMAND")
+    table = [header] + [
+        (r["name"], r["kind"], r["transport"], _status(r), _credentials(r),
+         r["command_line"])
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        sys.stdout.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+
+
+def _rich_table(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Agents (--agent NAME)", show_lines=False)
+    for column in ("name", "kind", "transport", "status", "credentials", "command"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        status = _status(row)
+        style = "red" if status == "not installed" else "green"
+        table.add_row(
+            row["name"],
+            row["kind"],
+            row["transport"],
+            f"[{style}]{status}[/]",
+            _credentials(row),
+            row["command_line"],
+        )
+    Console().print(table)

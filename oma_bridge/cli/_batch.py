@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from ._agents import add_agent_options, agent_config
+from ._agent_options import add_agent_options, agent_config
 from ._batch_input import Problem, Scan, items, readable_twice, recorded_ids, scan
 from ._batch_progress import Display, Tally, summary
 from ._main import (

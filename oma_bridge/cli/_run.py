@@ -19,7 +19,7 @@ from .. import (
     ToolCallEvent,
     ToolCallUpdateEvent,
 )
-from ._agents import add_agent_options, agent_config
+from ._agent_options import add_agent_options, agent_config
 from ._main import (
     EXIT_CODES,
     EXIT_FAILED,

@@ -6,7 +6,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from ._agents import add_agent_options, agent_config
+from ._agent_options import add_agent_options, agent_config
 from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
 
 if TYPE_CHECKING:

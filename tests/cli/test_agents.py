@@ -1,84 +1,211 @@
-"""The shared agent options become the config they describe."""
+"""`oma-bridge agents`, tried as a new user would: a fresh home, a PATH with
+nothing on it or one stand-in agent, a config file, an offline update."""
 
 from __future__ import annotations
 
-import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from oma_bridge import AcpBackendConfig, ProcessBackendConfig
-from oma_bridge.cli._agents import add_agent_options, agent_config
+ROOT = Path(__file__).resolve().parents[2]
+CREDENTIALS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY")
 
 
-def config(*words: str, interactive: bool = False):
-    parser = argparse.ArgumentParser()
-    add_agent_options(parser, prompt_options=True)
-    return agent_config(parser.parse_args(list(words)), interactive=interactive)
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A new user's machine: empty home, config and cache; an empty bin on PATH."""
+    for folder in ("bin", "work", "config", "cache"):
+        (tmp_path / folder).mkdir()
+    return tmp_path
 
 
-def test_a_process_command_line_with_its_options() -> None:
-    made = config(
-        "--process", "cat -n 'a b'", "--env", "A=1", "--env", "B=x=y",
-        "--cwd", "/tmp", "--timeout", "2.5", "--input", "argument",
-        "--system-prompt", "be brief",
-    )  # fmt: skip
-    assert (made.name, made.system_prompt) == ("cat", "be brief")
-    backend = made.backend
-    assert isinstance(backend, ProcessBackendConfig)
-    assert (backend.command, backend.args) == ("cat", ("-n", "a b"))
-    assert backend.env == {"A": "1", "B": "x=y"}
-    assert (backend.cwd, backend.timeout, backend.input) == ("/tmp", 2.5, "argument")
-
-
-def test_an_acp_command_line_with_its_options() -> None:
-    made = config(
-        "--acp", "agent --acp", "--approve-reads", "--fs", "--terminal",
-        "--auth-method", "key",
-    )  # fmt: skip
-    backend = made.backend
-    assert isinstance(backend, AcpBackendConfig)
-    assert (backend.command, backend.args) == ("agent", ("--acp",))
-    assert (backend.permission, backend.fs, backend.terminal) == (
-        "read-only",
-        True,
-        True,
+def agents(
+    home: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
+    base.update(
+        PATH=str(home / "bin"),
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        PYTHONPATH=str(ROOT),
     )
-    assert backend.auth_method == "key"
-    assert backend.env is None
+    return subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "agents", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home / "work",
+        env={**base, **(env or {})},
+    )
 
 
-def test_without_a_policy_or_a_terminal_only_reads_are_approved() -> None:
-    backend = config("--acp", "agent", interactive=True).backend
-    assert isinstance(backend, AcpBackendConfig)
-    assert backend.permission == "read-only"  # pytest's stdin is not a terminal
+def rows(home: Path, *args: str, **kw: dict[str, str]) -> dict[str, dict]:
+    done = agents(home, "--json", *args, **kw)  # type: ignore[arg-type]
+    assert done.returncode == 0, done.stderr
+    return {row["name"]: row for row in json.loads(done.stdout)}
 
 
-def test_a_preset_gets_the_options() -> None:
-    made = config("--agent", "claude", "--cwd", "/tmp", "--timeout", "3")
-    assert made.name == "claude"
-    assert isinstance(made.backend, ProcessBackendConfig)
-    assert (made.backend.cwd, made.backend.timeout) == ("/tmp", 3.0)
-    acp = config("--agent", "claude-acp", "--deny-all").backend
-    assert isinstance(acp, AcpBackendConfig)
-    assert acp.permission == "reject"
+def stand_in(home: Path, name: str, body: str) -> Path:
+    script = home / "bin" / name
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
 
 
-@pytest.mark.parametrize(
-    ("words", "message"),
-    [
-        (["--process", "cat", "--env", "=1"], "--env expects NAME=VALUE"),
-        (["--process", "  "], "--process needs a command"),
-        (["--acp", ""], "--acp needs a command"),
-        (
-            ["--process", "cat", "--deny-all"],
-            "--approve-all/--approve-reads/--deny-all",
-        ),
-        (["--process", "cat", "--fs"], "--fs applies to ACP agents only"),
-        (["--agent", "claude", "--terminal"], "--terminal applies to ACP agents"),
-        (["--process", "cat", "--auth-method", "k"], "--auth-method applies to ACP"),
-        (["--acp", "agent", "--input", "stdin"], "--input applies to process agents"),
-    ],
-)
-def test_contradictory_options_are_refused(words: list[str], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        config(*words)
+def test_a_new_user_sees_every_agent_not_installed(home: Path) -> None:
+    done = agents(home)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:4] == ["NAME", "KIND", "TRANSPORT", "STATUS"]
+    assert "\x1b[" not in done.stdout  # not a terminal: plain text
+    claude = next(line for line in lines if line.startswith("claude "))
+    assert "not installed" in claude
+    assert "unset: ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN" in claude
+    assert claude.endswith("claude -p --output-format stream-json --verbose < PROMPT")
+    found = rows(home)
+    assert {"claude", "codex", "gemini", "aider", "claude-acp", "goose"} <= set(found)
+    assert any(name.startswith("registry:") for name in found)
+    # Nothing is on PATH, npx included: no registry agent can run either.
+    assert not any(row["installed"] for row in found.values())
+    assert all(
+        row["version"] is None for row in found.values() if row["kind"] != "registry"
+    )
+
+
+def test_one_installed_agent_shows_its_version_and_path(home: Path) -> None:
+    script = stand_in(home, "claude", 'echo "9.9.9 (Claude Code)"')
+    found = rows(home, env={"ANTHROPIC_API_KEY": "sk-test"})
+    claude = found["claude"]
+    assert (claude["installed"], claude["path"]) == (True, str(script))
+    assert claude["version"] == "9.9.9 (Claude Code)"
+    assert claude["unset_credentials"] == ["CLAUDE_CODE_OAUTH_TOKEN"]
+    assert claude["login_check"] == ["claude", "auth", "status"]
+    assert claude["output_format"] == "claude-stream-json"
+    assert found["claude-acp"]["installed"] is False  # claude-agent-acp is apart
+    assert found["codex"]["installed"] is False
+    plain = agents(home, env={"ANTHROPIC_API_KEY": "sk-test"}).stdout
+    line = next(line for line in plain.splitlines() if line.startswith("claude "))
+    assert "installed, 9.9.9 (Claude Code)" in line
+    assert " set " in line
+    assert "sk-test" not in plain  # names only, never values
+
+
+def test_a_version_that_hangs_is_killed_and_left_blank(home: Path) -> None:
+    pid_file = home / "pid"
+    stand_in(home, "codex", f"echo $$ > {pid_file}; exec /bin/sleep 60")
+    found = rows(home, "--version-timeout", "0.5")
+    assert found["codex"]["installed"] is True
+    assert found["codex"]["version"] is None
+    pid = int(pid_file.read_text())
+    # Killed and reaped before the CLI exited: no such process is left.
+    assert not Path(f"/proc/{pid}").exists(), "the --version child was left running"
+
+
+def test_npx_on_path_makes_registry_agents_runnable(home: Path) -> None:
+    stand_in(home, "npx", "echo 10.0.0")
+    found = rows(home)
+    runnable = [r for r in found.values() if r["command_line"].startswith("npx -y ")]
+    assert runnable
+    for row in runnable:
+        assert row["installed"] is True
+        assert row["version"]  # the registry's version: npx is not asked
+
+
+def test_configured_agents_come_first_with_their_overrides(home: Path) -> None:
+    (home / "work" / "oma-bridge.toml").write_text(
+        '[agents.reviewer]\npreset = "codex"\n'
+        'args = ["exec", "--json", "-m", "o3", "-"]\n'
+        'timeout = 300\n\n[agents.mine]\ntransport = "acp"\ncommand = "my-agent"\n'
+        'args = ["--acp"]\n'
+    )
+    done = agents(home, "--json")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert [row["name"] for row in listed[:2]] == ["reviewer", "mine"]
+    assert listed[0]["kind"] == "configured"
+    assert listed[0]["command_line"] == "codex exec --json -m o3 - < PROMPT"
+    assert listed[1]["command_line"] == "my-agent --acp"
+
+
+def test_a_broken_config_file_is_named_with_its_key(home: Path) -> None:
+    (home / "work" / "oma-bridge.toml").write_text(
+        '[agents.x]\npreset = "claude"\ntimeout = "5"\n'
+    )
+    done = agents(home)
+    assert done.returncode == 2
+    assert (
+        "oma-bridge.toml: agents.x.timeout: expected a number, got '5'" in done.stderr
+    )
+
+
+def test_update_without_a_network_says_so_and_keeps_the_registry(home: Path) -> None:
+    # Port 9 (discard) on localhost: refused at once, like a machine offline.
+    done = agents(
+        home, "--update", env={"OMA_BRIDGE_REGISTRY_URL": "http://127.0.0.1:9/r.json"}
+    )
+    assert done.returncode == 1
+    assert "needs a network connection" in done.stderr
+    assert "http://127.0.0.1:9/r.json" in done.stderr
+    assert not (home / "cache" / "oma-bridge" / "registry.json").exists()
+    assert "registry:auggie" in rows(home)  # the snapshot still serves
+
+
+def test_update_stores_the_new_registry_in_the_cache(home: Path) -> None:
+    entry = {
+        "id": "newcomer",
+        "name": "Newcomer",
+        "version": "1.2.3",
+        "description": "a new agent",
+        "distribution": {"uvx": {"package": "newcomer-acp", "args": ["serve"]}},
+        "icon": "https://example.invalid/icon.svg",  # keys we do not use are fine
+    }
+    source = home / "registry.json"
+    source.write_text(json.dumps({"version": "1.0.0", "agents": [entry]}))
+    done = agents(home, "--update", "--registry-url", source.as_uri())
+    assert done.returncode == 0, done.stderr
+    assert (home / "cache" / "oma-bridge" / "registry.json").is_file()
+    found = rows(home)
+    assert found["registry:newcomer"]["command_line"] == "uvx newcomer-acp serve"
+    assert "registry:auggie" not in found  # the downloaded registry replaces it
+
+
+def test_update_refuses_what_is_not_a_registry(home: Path) -> None:
+    source = home / "bad.json"
+    source.write_text(json.dumps({"agents": [{"id": "x"}]}))
+    done = agents(home, "--update", "--registry-url", source.as_uri())
+    assert done.returncode == 1
+    assert f"{source.as_uri()}: agents[0].name: required, but missing" in done.stderr
+    assert not (home / "cache" / "oma-bridge" / "registry.json").exists()
+
+
+def test_schema_describes_the_config_file(home: Path) -> None:
+    done = agents(home, "--schema")
+    assert done.returncode == 0, done.stderr
+    schema = json.loads(done.stdout)
+    entry = schema["$defs"]["AgentEntry"]
+    assert entry["additionalProperties"] is False
+    assert {"preset", "command", "args", "env", "timeout"} <= set(entry["properties"])
+    assert schema["properties"]["agents"]["additionalProperties"]["$ref"].endswith(
+        "AgentEntry"
+    )
+
+
+def test_login_checks_run_only_when_asked(home: Path) -> None:
+    stand_in(
+        home,
+        "codex",
+        'case "$*" in "--version") echo 0.50.0 ;; "login status") exit 0 ;; esac',
+    )
+    stand_in(home, "claude", 'case "$*" in "--version") echo 2.0 ;; *) exit 1 ;; esac')
+    assert rows(home)["codex"]["logged_in"] is None  # not run by default
+    found = rows(home, "--check-login")
+    assert (found["codex"]["logged_in"], found["claude"]["logged_in"]) == (True, False)
+    assert found["gemini"]["logged_in"] is None  # no login check of its own
+    plain = agents(home, "--check-login").stdout
+    assert "installed, 0.50.0 (logged in)" in plain
+    assert "installed, 2.0 (NOT logged in)" in plain

@@ -295,7 +295,10 @@ def test_agent_preset_runs_the_known_invocation(tmp_path: Path) -> None:
     fake.chmod(0o755)
     done = cli("run", "--agent", "codex", "--env", f"PATH={tmp_path}", "fix it")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"argv": ["exec", "-"], "stdin": "fix it"}
+    assert json.loads(done.stdout) == {
+        "argv": ["exec", "--json", "-"],
+        "stdin": "fix it",
+    }
 
 
 def test_agent_preset_that_is_not_installed_names_the_command() -> None:

@@ -1,0 +1,117 @@
+"""Field types of the backend configs, checked when a config is made.
+
+A config built from a dict or JSON (``from_dict``) or by hand with a wrong type
+(``timeout="5"``, ``env=["A=1"]``) fails at construction with the field's name,
+not with an AttributeError in the middle of a run. The checks follow each
+field's annotation; fields with other annotations (literals, callables) are
+checked by the config itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+__all__ = ("check_fields", "config_from_dict")
+
+_T = TypeVar("_T")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(item, str) for item in value
+    )
+
+
+def _env(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+# annotation (as written) -> (accepts, what it expects)
+_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "str": (lambda v: isinstance(v, str), "a str"),
+    "str | None": (lambda v: v is None or isinstance(v, str), "a str or None"),
+    "float": (_number, "a number"),
+    "float | None": (lambda v: v is None or _number(v), "a number or None"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an int"),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "tuple[str, ...]": (_strings, "a list or tuple of str"),
+    "Mapping[str, str]": (_env, "a mapping of str to str"),
+    "Mapping[str, str] | None": (
+        lambda v: v is None or _env(v),
+        "a mapping of str to str, or None",
+    ),
+}
+
+
+def _shown(value: object) -> str:
+    # Never a mapping's or a list's contents: an env holds secrets.
+    if value is None:
+        return "None"
+    if isinstance(value, (str, int, float)) and len(repr(value)) <= 40:
+        return f"{value!r} ({type(value).__name__})"
+    if isinstance(value, Mapping):
+        wrong = [
+            f"{k!r}: {type(v).__name__}"
+            for k, v in value.items()
+            if not isinstance(k, str) or not isinstance(v, str)
+        ]
+        return "a mapping with " + ", ".join(wrong[:3])
+    return f"a {type(value).__name__}"
+
+
+def check_fields(config: object) -> None:
+    """Raise TypeError naming the first field of ``config`` of a wrong type."""
+    for field in dataclasses.fields(config):  # type: ignore[arg-type]
+        check = _CHECKS.get(str(field.type))
+        value = getattr(config, field.name)
+        if check is not None and not check[0](value):
+            raise TypeError(
+                f"{type(config).__name__}.{field.name} must be {check[1]}, "
+                f"got {_shown(value)}"
+            )
+
+
+def config_from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:
+    """``cls(**data)`` for a config dataclass, with messages for dict mistakes.
+
+    Raises:
+        TypeError: ``data`` is not a mapping, a key is not a field (the valid
+            ones are listed), or a value has the wrong type (the field named).
+        ValueError: a value is out of range, or ``command`` is a whole command
+            line (the hint says to use ``args``).
+    """
+    name = cls.__name__
+    if not isinstance(data, Mapping):
+        raise TypeError(
+            f"{name}.from_dict expects a mapping, got {type(data).__name__}"
+        )
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    unknown = sorted(str(key) for key in data if key not in fields)
+    if unknown:
+        raise TypeError(
+            f"{name}.from_dict: unknown key {unknown[0]!r}; valid keys: "
+            + ", ".join(sorted(fields))
+        )
+    command = data.get("command")
+    if (
+        isinstance(command, str)
+        and len(command.split()) > 1
+        and not data.get("args")
+        and not os.path.exists(command)
+    ):
+        first, *rest = command.split()
+        raise ValueError(
+            f"{name}.command {command!r} is a whole command line; give the "
+            f"executable as command and its arguments as args: "
+            f"command={first!r}, args={rest!r}"
+        )
+    return cls(**data)

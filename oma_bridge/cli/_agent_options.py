@@ -1,0 +1,288 @@
+"""Choosing the agent: the options every command shares, and the config they make.
+
+``run``, ``serve`` and ``batch`` all take ``--process "CMD ARGS"``, ``--acp "CMD
+ARGS"`` or ``--agent NAME`` plus the same environment, directory and permission
+options, so they are declared and interpreted once, here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
+    from ..presets import Preset
+    from ..presets._config import NamedAgent
+
+ACP_HELP = (
+    "Permission requests are answered by --approve-all, --approve-reads or "
+    "--deny-all; with none of them the user is asked on the terminal, and "
+    "without a terminal only reads are approved."
+)
+
+
+def positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
+    return number
+
+
+def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) -> None:
+    """Declare the agent choice and its options on ``parser``.
+
+    Args:
+        prompt_options: Also declare ``--system-prompt`` (not for commands whose
+            prompts come from elsewhere).
+    """
+    agent = parser.add_argument_group("agent (exactly one)")
+    which = agent.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--process",
+        metavar='"CMD ARGS"',
+        help="a command line, split like a shell would (no shell runs it); "
+        "a fresh process is started for every run",
+    )
+    which.add_argument(
+        "--acp",
+        metavar='"CMD ARGS"',
+        help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
+        '"npx @zed-industries/codex-acp", "gemini --acp")',
+    )
+    which.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="a named agent: a preset (claude, codex, gemini, claude-acp, ...), an "
+        "ACP registry agent (registry:ID) or one defined in oma-bridge.toml; "
+        "`oma-bridge agents` lists them",
+    )
+    opts = parser.add_argument_group("agent options")
+    opts.add_argument(
+        "--input",
+        choices=("stdin", "argument", "none"),
+        help="process agents: how the prompt reaches the process: written to its "
+        "stdin (the default), appended as one last argument, or not sent",
+    )
+    if prompt_options:
+        opts.add_argument(
+            "--system-prompt", metavar="TEXT", help="text sent before the prompt"
+        )
+    opts.add_argument("--cwd", metavar="DIR", help="working directory of the agent")
+    opts.add_argument(
+        "--env",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="set a variable in the agent's environment (repeatable); the rest "
+        "of the environment is inherited",
+    )
+    opts.add_argument(
+        "--timeout",
+        metavar="S",
+        type=positive_float,
+        help="stop a run (the agent's whole process tree) after S seconds",
+    )
+    acp = parser.add_argument_group("ACP agents", ACP_HELP)
+    policy = acp.add_mutually_exclusive_group()
+    for flag, const, text in (
+        ("--approve-all", "auto-approve", "approve every request (allow once first)"),
+        (
+            "--approve-reads",
+            "read-only",
+            "approve reads and searches; reject edits, execution and deletion",
+        ),
+        ("--deny-all", "reject", "reject every request"),
+    ):
+        policy.add_argument(
+            flag, dest="permission", action="store_const", const=const, help=text
+        )
+    acp.add_argument(
+        "--fs",
+        action="store_true",
+        help="serve the agent's file reads and writes, confined to --cwd",
+    )
+    acp.add_argument(
+        "--terminal",
+        action="store_true",
+        help="let the agent run commands in terminals (killed and reaped at the end)",
+    )
+    acp.add_argument(
+        "--auth-method",
+        metavar="ID",
+        help="the agent's authentication method to use when it asks for one",
+    )
+
+
+def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
+    """The ``AgentConfig`` the options describe.
+
+    Args:
+        interactive: Whether permission requests may be asked on the terminal
+            when no policy flag was given.
+
+    Raises:
+        ValueError: contradictory or malformed options (the message says which).
+    """
+    from .. import AgentConfig
+
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        what = "is not a directory" if os.path.exists(args.cwd) else "does not exist"
+        raise ValueError(f"--cwd {args.cwd} {what}; give the folder to run in")
+    common: dict[str, Any] = {
+        "env": _env(args.env) or None,
+        "cwd": args.cwd,
+        "timeout": args.timeout,
+    }
+    argv: list[str] = []
+    named: NamedAgent | Preset | None = None
+    system_prompt = getattr(args, "system_prompt", None)
+    if args.agent is not None:
+        from ..presets._config import NamedAgent, lookup
+
+        named = lookup(args.agent)
+        name = args.agent
+        if isinstance(named, NamedAgent):
+            transport = named.preset.transport
+            system_prompt = system_prompt or named.system_prompt
+        else:
+            transport = named.transport
+    else:
+        transport = "process" if args.process is not None else "acp"
+        argv = _split(transport, args.process if args.process is not None else args.acp)
+        if not argv:
+            raise ValueError(f"--{transport} needs a command")
+        name = argv[0]
+    if transport == "process":
+        backend = _process_backend(args, argv, common, named)
+    else:
+        backend = _acp_backend(args, argv, common, named, interactive=interactive)
+    return AgentConfig(name=name, backend=backend, system_prompt=system_prompt)
+
+
+def _named(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
+    """A named agent's config: the options given on the command line (None
+    means not given) over the configured ones; ``env`` merged, not replaced."""
+    from ..presets._config import NamedAgent
+    from ..presets._presets import build
+
+    given = {key: value for key, value in options.items() if value is not None}
+    if isinstance(named, NamedAgent):
+        configured = dict(named.options)
+        if "env" in given and "env" in configured:
+            given["env"] = {**configured["env"], **given["env"]}  # type: ignore[dict-item]
+        return build(named.preset, {**configured, **given})
+    return build(named, given)
+
+
+def _split(transport: str, command: str) -> list[str]:
+    """``--process``/``--acp`` split like a shell would; a malformed one names its
+    option."""
+    try:
+        return shlex.split(command)
+    except ValueError as exc:  # an unbalanced quote
+        raise ValueError(
+            f"--{transport}: {exc} in {command!r}; check its quotes"
+        ) from exc
+
+
+def _env(items: list[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` options as a dict."""
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
+        env[name] = value
+    return env
+
+
+def _process_backend(
+    args: argparse.Namespace,
+    argv: list[str],
+    common: dict[str, Any],
+    named: NamedAgent | Preset | None,
+) -> BackendConfig:
+    """A process agent's config: the named agent's, else ``argv``."""
+    from .. import ProcessBackendConfig
+
+    acp_only = [
+        option
+        for option, given in (
+            ("--approve-all/--approve-reads/--deny-all", args.permission),
+            ("--fs", args.fs),
+            ("--terminal", args.terminal),
+            ("--auth-method", args.auth_method),
+        )
+        if given
+    ]
+    if acp_only:
+        raise ValueError(f"{acp_only[0]} applies to ACP agents only")
+    if args.input is not None:
+        common = {**common, "input": args.input}
+    if named is not None:
+        return _named(named, common)
+    return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
+
+
+def _acp_backend(
+    args: argparse.Namespace,
+    argv: list[str],
+    common: dict[str, Any],
+    named: NamedAgent | Preset | None,
+    *,
+    interactive: bool,
+) -> BackendConfig:
+    """An ACP agent's config: the named agent's, else ``argv``."""
+    if args.input is not None:
+        raise ValueError("--input applies to process agents only")
+    acp = {
+        **common,
+        "permission": _permission(args, interactive=interactive),
+        "fs": args.fs,
+        "terminal": args.terminal,
+        "auth_method": args.auth_method,
+    }
+    if named is not None:
+        # Flags not given leave what a config file set (None is "not given").
+        configured = getattr(named, "options", {})
+        if args.permission is None and "permission" in configured:
+            acp["permission"] = None
+        acp.update(fs=args.fs or None, terminal=args.terminal or None)
+        return _named(named, acp)
+    from .. import AcpBackendConfig
+
+    return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)
+
+
+def _permission(args: argparse.Namespace, *, interactive: bool) -> PermissionPolicy:
+    """The flag given, else ask on the terminal, else the library's default."""
+    if args.permission is not None:
+        return args.permission  # type: ignore[no-any-return]
+    if interactive and sys.stdin.isatty() and sys.stderr.isatty():
+        return ask_on_terminal
+    return "read-only"
+
+
+async def ask_on_terminal(request: PermissionRequest) -> bool | str:
+    """Show a permission request on stderr and read the choice from stdin."""
+    import anyio
+
+    lines = [f"\nThe agent asks: {request.title or 'permission'}"]
+    if request.kind:
+        lines[0] += f" ({request.kind})"
+    for number, option in enumerate(request.options, 1):
+        lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
+    lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
+    sys.stderr.write("\n".join(lines))
+    sys.stderr.flush()
+    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+    if answer.isdigit() and 1 <= int(answer) <= len(request.options):
+        return str(request.options[int(answer) - 1].get("optionId"))
+    return False

@@ -1,0 +1,6 @@
+"""Known agents (built-in presets and the ACP registry) and named agents from
+config files; above both transports."""
+
+from ._presets import PRESETS, Preset, preset
+
+__all__ = ("PRESETS", "Preset", "preset")

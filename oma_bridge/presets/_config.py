@@ -1,0 +1,257 @@
+"""Named agents from config files: a preset plus overrides.
+
+Read from ``oma-bridge.toml`` in the working directory, ``[tool.oma-bridge]``
+in its ``pyproject.toml``, and ``oma-bridge.toml`` in the user's config
+directory (``$XDG_CONFIG_HOME/oma-bridge``), nearer first: a name defined in
+more than one place is taken from the nearest. Validated with pydantic (outside
+data), imported only when a file is found; every error names the file, the key
+path and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._presets import OUTPUT_FORMATS, PRESETS, Preset, build, unknown
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ..bridge import AgentConfig
+
+__all__ = (
+    "AgentEntry",
+    "ConfigFile",
+    "NamedAgent",
+    "config_files",
+    "configured_agents",
+    "lookup",
+    "schema",
+)
+
+OutputFormat = Literal[
+    "text",
+    "claude-stream-json",
+    "codex-json",
+    "gemini-stream-json",
+    "qwen-stream-json",
+    "cursor-stream-json",
+    "amp-stream-json",
+    "opencode-json",
+    "goose-stream-json",
+]
+_STRICT = {"strict": True, "extra": "forbid"}
+# Keys that change the recipe (a Preset field) rather than the run's options.
+_RECIPE: tuple[str, ...] = ("command", "args", "input", "scrub_env", "output_format")
+_RECIPE += ("description", "credentials", "login_check")
+_PROCESS_ONLY = ("input", "output_format")
+_ACP_ONLY = ("permission", "fs", "terminal", "auth_method", "mode", "startup_timeout")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentEntry:
+    """One named agent in a config file: ``preset`` (or ``transport`` and
+    ``command``) and the fields to change. See README "Named agents"."""
+
+    preset: str | None = None
+    transport: Literal["process", "acp"] | None = None
+    command: str | None = None
+    args: tuple[str, ...] | None = None
+    description: str | None = None
+    env: dict[str, str] | None = None
+    scrub_env: tuple[str, ...] | None = None
+    cwd: str | None = None
+    input: Literal["stdin", "argument", "none"] | None = None
+    output_format: OutputFormat | None = None
+    timeout: float | None = None
+    kill_grace: float | None = None
+    max_output_bytes: int | None = None
+    system_prompt: str | None = None
+    permission: Literal["auto-approve", "reject", "read-only"] | None = None
+    fs: bool | None = None
+    terminal: bool | None = None
+    auth_method: str | None = None
+    mode: str | None = None
+    startup_timeout: float | None = None
+    credentials: tuple[str, ...] | None = None
+    login_check: tuple[str, ...] | None = None
+    __pydantic_config__ = _STRICT
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigFile:
+    """The file's top level: ``[agents.NAME]`` tables."""
+
+    agents: dict[str, AgentEntry] = field(default_factory=dict)
+    __pydantic_config__ = _STRICT
+
+
+@dataclass(frozen=True)
+class NamedAgent:
+    """A configured agent, resolved: its recipe, run options and origin."""
+
+    name: str
+    preset: Preset
+    options: Mapping[str, object]
+    system_prompt: str | None
+    source: str
+
+    def agent_config(self, **options: object) -> AgentConfig:
+        """Its ``AgentConfig``; ``options`` go over the configured ones."""
+        from ..bridge import AgentConfig
+
+        backend = build(self.preset, {**self.options, **options})
+        return AgentConfig(
+            name=self.name, backend=backend, system_prompt=self.system_prompt
+        )
+
+
+def _user_config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(
+        os.path.expanduser("~"), ".config"
+    )
+    return Path(base) / "oma-bridge"
+
+
+def config_files(cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
+    """The config files that exist, nearest first, each with the keys above
+    its agents table (``("tool", "oma-bridge")`` in pyproject.toml)."""
+    here = Path(cwd or os.getcwd())
+    candidates = [
+        (here / "oma-bridge.toml", ()),
+        (here / "pyproject.toml", ("tool", "oma-bridge")),
+        (_user_config_dir() / "oma-bridge.toml", ()),
+    ]
+    return [(path, prefix) for path, prefix in candidates if path.is_file()]
+
+
+def _read(path: Path, prefix: tuple[str, ...]) -> dict[str, Any] | None:
+    """The table of ``path`` below ``prefix`` (None when absent)."""
+    from ._toml import TOMLDecodeError, loads
+
+    try:
+        data: Any = loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc})") from None
+    except TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    for key in prefix:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data if isinstance(data, dict) else {"": data}
+
+
+def _parse(path: Path, prefix: tuple[str, ...], data: dict[str, Any]) -> ConfigFile:
+    import json
+
+    from pydantic import TypeAdapter, ValidationError
+
+    from ._errors import describe
+
+    entry_keys = [f.name for f in dataclasses.fields(AgentEntry)]
+    try:
+        # Through JSON: TOML arrays are lists, and strict JSON mode takes a list
+        # for a tuple while refusing "5" for a number (TOML dates become text).
+        return TypeAdapter(ConfigFile).validate_json(json.dumps(data, default=str))
+    except ValidationError as exc:
+        keys = entry_keys if len(exc.errors()[0]["loc"]) > 2 else ["agents"]
+        raise ValueError(describe(exc, str(path), prefix, keys)) from None
+
+
+def _base(entry: AgentEntry, where: str) -> Preset:
+    """The recipe ``entry`` starts from: its preset, or its own command."""
+    if entry.preset is not None:
+        if entry.preset not in PRESETS:
+            raise ValueError(f"{where}.preset: {unknown(entry.preset, list(PRESETS))}")
+        base = PRESETS[entry.preset]
+        if entry.transport not in (None, base.transport):
+            raise ValueError(
+                f"{where}.transport: preset {entry.preset!r} is a "
+                f"{base.transport} agent; remove transport or the preset"
+            )
+        return base
+    if entry.transport is None or entry.command is None:
+        raise ValueError(
+            f"{where}: needs preset = NAME, or transport and command "
+            '(e.g. transport = "process", command = "my-agent")'
+        )
+    return Preset(entry.transport, entry.command)
+
+
+def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
+    """``entry`` as a recipe and options; errors name ``where`` (file: key)."""
+    given = {
+        f.name: getattr(entry, f.name)
+        for f in dataclasses.fields(entry)
+        if getattr(entry, f.name) is not None
+    }
+    base = _base(entry, where)
+    other = "ACP" if base.transport == "process" else "process"
+    for key in _ACP_ONLY if base.transport == "process" else _PROCESS_ONLY:
+        if key in given:
+            raise ValueError(f"{where}.{key}: applies to {other} agents only")
+    recipe = {key: given[key] for key in _RECIPE if key in given}
+    if "input" in recipe:
+        recipe["blank_prompt"] = "allow" if recipe["input"] == "none" else "reject"
+    skip = {"preset", "transport", "system_prompt", *_RECIPE}
+    options = {key: value for key, value in given.items() if key not in skip}
+    try:
+        known = dataclasses.replace(base, **recipe)
+        build(known, options)  # wrong values fail here, not at the first run
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return NamedAgent(name, known, options, entry.system_prompt, where)
+
+
+def configured_agents(cwd: str | None = None) -> dict[str, NamedAgent]:
+    """The named agents of every config file, the nearest file's first.
+
+    Raises:
+        ValueError: a file is malformed (the message names file and key path).
+    """
+    found: dict[str, NamedAgent] = {}
+    for path, prefix in config_files(cwd):
+        data = _read(path, prefix)
+        if data is None:
+            continue
+        parsed = _parse(path, prefix, data)
+        for name, entry in parsed.agents.items():
+            if name not in found:
+                where = f"{path}: {'.'.join((*prefix, 'agents', name))}"
+                found[name] = _resolve(name, entry, where)
+    return found
+
+
+def lookup(name: str, cwd: str | None = None) -> NamedAgent | Preset:
+    """What ``--agent NAME`` names: a configured agent, else a preset.
+
+    Raises:
+        ValueError: no such agent (the message lists every known name), or a
+            config file is malformed.
+    """
+    configured = configured_agents(cwd)
+    if name in configured:
+        return configured[name]
+    if name in PRESETS:
+        return PRESETS[name]
+    raise unknown(name, [*configured, *PRESETS])
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of a config file (``oma-bridge agents --schema``)."""
+    from pydantic import TypeAdapter
+
+    result: dict[str, Any] = TypeAdapter(ConfigFile).json_schema()
+    result["title"] = "oma-bridge.toml"
+    result["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return result
+
+
+def output_formats() -> Sequence[str]:
+    """The names ``output_format`` accepts (kept equal to ``OUTPUT_FORMATS``)."""
+    return OUTPUT_FORMATS

@@ -1,0 +1,218 @@
+"""The official ACP agent registry (github.com/agentclientprotocol/registry).
+
+A snapshot ships as package data (``registry.json``); ``oma-bridge agents
+--update`` downloads the current one into the user's cache directory, which is
+read instead from then on. Entries are validated with pydantic (outside data)
+when first read, and each becomes a ``registry:<id>`` preset whose command line
+is built from its distribution: ``npx -y <package>``, ``uvx <package>``, or the
+binary for this platform, which must be installed on PATH (nothing is
+downloaded to run it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from ._presets import REGISTRY_PREFIX, Preset
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+__all__ = (
+    "REGISTRY_URL",
+    "Registry",
+    "RegistryAgent",
+    "cache_path",
+    "load_registry",
+    "registry_presets",
+    "update_registry",
+)
+
+REGISTRY_URL = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
+#: Overrides the address ``--update`` downloads from (a mirror, or a test).
+URL_VARIABLE = "OMA_BRIDGE_REGISTRY_URL"
+_IGNORE_NEW_KEYS = {"extra": "ignore"}  # the format grows; unknown keys are skipped
+
+
+@dataclass(frozen=True)
+class BinaryTarget:
+    archive: str
+    cmd: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    __pydantic_config__ = _IGNORE_NEW_KEYS
+
+
+@dataclass(frozen=True)
+class PackageDistribution:
+    package: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    __pydantic_config__ = _IGNORE_NEW_KEYS
+
+
+@dataclass(frozen=True)
+class Distribution:
+    npx: PackageDistribution | None = None
+    uvx: PackageDistribution | None = None
+    binary: dict[str, BinaryTarget] = field(default_factory=dict)
+    __pydantic_config__ = _IGNORE_NEW_KEYS
+
+
+@dataclass(frozen=True)
+class RegistryAgent:
+    """One agent entry (FORMAT.md of the registry)."""
+
+    id: str
+    name: str
+    version: str
+    description: str
+    distribution: Distribution
+    repository: str | None = None
+    license: str | None = None
+    __pydantic_config__ = _IGNORE_NEW_KEYS
+
+    def preset(self, platform: str) -> Preset | None:
+        """How to run it over ACP here, or None when no distribution fits."""
+        dist = self.distribution
+        package, runner = (
+            (dist.npx, ("npx", "-y")) if dist.npx is not None else (dist.uvx, ("uvx",))
+        )
+        if package is not None:
+            command, args, env = runner[0], (*runner[1:], package.package), package.env
+            args += package.args
+        elif platform in dist.binary:
+            target = dist.binary[platform]
+            # The archive unpacks the command; installed, it is found on PATH.
+            command = os.path.basename(target.cmd)
+            args, env = target.args, target.env
+        else:
+            return None
+        return Preset(
+            "acp",
+            command,
+            args,
+            f"{self.name} over ACP (registry)",
+            env=env,
+            docs=self.repository or "",
+            version=self.version,
+        )
+
+
+@dataclass(frozen=True)
+class Registry:
+    agents: tuple[RegistryAgent, ...]
+    version: str = ""
+    __pydantic_config__ = _IGNORE_NEW_KEYS
+
+
+def platform_key() -> str:
+    """This machine as the registry names platforms (``linux-x86_64``, ...)."""
+    import platform
+
+    system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, "linux")
+    machine = platform.machine().lower()
+    arch = "aarch64" if machine in ("arm64", "aarch64") else "x86_64"
+    return f"{system}-{arch}"
+
+
+def cache_path() -> Path:
+    """Where ``--update`` keeps the downloaded registry (XDG cache directory)."""
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache"
+    )
+    return Path(base) / "oma-bridge" / "registry.json"
+
+
+def parse_registry(data: object, source: str) -> Registry:
+    """``data`` (decoded JSON) as a Registry.
+
+    Raises:
+        ValueError: it is not a registry; names ``source`` and the key path.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    from ._errors import describe
+
+    try:
+        return TypeAdapter(Registry).validate_python(data)
+    except ValidationError as exc:
+        raise ValueError(describe(exc, source)) from None
+
+
+def load_registry() -> tuple[Registry, str]:
+    """The downloaded registry if there is a readable one, else the snapshot;
+    with where it came from."""
+    import json
+
+    cached = cache_path()
+    try:
+        return parse_registry(json.loads(cached.read_bytes()), str(cached)), str(cached)
+    except (OSError, ValueError):
+        pass  # none downloaded (or a broken download): the snapshot serves
+    from importlib.resources import files
+
+    snapshot = files(__package__).joinpath("registry.json")
+    return parse_registry(json.loads(snapshot.read_bytes()), "registry.json"), (
+        "the snapshot shipped with oma-bridge"
+    )
+
+
+@cache
+def registry_presets() -> Mapping[str, Preset]:
+    """Every registry agent that can run here, as ``registry:<id>`` presets."""
+    registry, _ = load_registry()
+    here = platform_key()
+    found = {}
+    for agent in registry.agents:
+        known = agent.preset(here)
+        if known is not None:
+            found[REGISTRY_PREFIX + agent.id] = known
+    return found
+
+
+def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:
+    """Download the registry into ``cache_path()``; return that path.
+
+    Args:
+        url: Where from (default: ``$OMA_BRIDGE_REGISTRY_URL``, else the official
+            address).
+
+    Raises:
+        ConnectionError: the registry could not be reached (no network, or it
+            answered with an error); the message says so.
+        ValueError: what came back is not a registry.
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    url = url or os.environ.get(URL_VARIABLE) or REGISTRY_URL
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            body: bytes = response.read()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionError(
+            f"could not download the ACP registry from {url} ({reason}); updating "
+            "needs a network connection. The registry in use is unchanged."
+        ) from None
+    try:
+        data: Any = json.loads(body)
+    except ValueError as exc:
+        raise ValueError(f"{url}: not JSON ({exc}); registry unchanged") from None
+    parse_registry(data, url)
+    target = cache_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".part")
+    partial.write_bytes(body)
+    os.replace(partial, target)  # never a half-written registry
+    registry_presets.cache_clear()
+    return target

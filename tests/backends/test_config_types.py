@@ -1,0 +1,61 @@
+"""Backend configs refuse wrong field types when they are made, naming the
+field, whether built by hand or from a dict (``from_dict``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+
+CONFIGS = [ProcessBackendConfig, AcpBackendConfig]
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"timeout": "5"}, "timeout must be a number or None, got '5' (str)"),
+        ({"env": ["A=1"]}, "env must be a mapping of str to str, or None, got a list"),
+        ({"env": {"A": 1}}, "env must be a mapping of str to str, or None, got a "
+         "mapping with 'A': int"),
+        ({"kill_grace": None}, "kill_grace must be a number, got None"),
+        ({"args": "-p"}, "args must be a list or tuple of str, got '-p' (str)"),
+        ({"max_output_bytes": 1.5}, "max_output_bytes must be an int"),
+        ({"cwd": 3}, "cwd must be a str or None, got 3 (int)"),
+    ],
+)  # fmt: skip
+def test_a_wrong_type_fails_at_construction(cls, options, message) -> None:
+    with pytest.raises(TypeError) as caught:
+        cls(command="agent", **options)
+    assert str(caught.value).startswith(f"{cls.__name__}.{message}")
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_an_env_value_is_never_shown(cls) -> None:
+    with pytest.raises(TypeError) as caught:
+        cls(command="agent", env={"API_KEY": "sk-secret", "N": 2})
+    assert "sk-secret" not in str(caught.value)
+    assert "'N': int" in str(caught.value)
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_from_dict_takes_json_shapes(cls) -> None:
+    config = cls.from_dict({"command": "agent", "args": ["--x"], "timeout": 5})
+    assert (config.command, config.args, config.timeout) == ("agent", ("--x",), 5)
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_from_dict_names_an_unknown_key_and_lists_the_valid_ones(cls) -> None:
+    with pytest.raises(TypeError, match=r"unknown key 'timout'; valid keys: .*timeout"):
+        cls.from_dict({"command": "agent", "timout": 5})
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        cls.from_dict({"command": "agent", "timeout": "5"})
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_a_command_line_in_command_gets_a_hint_to_use_args(cls) -> None:
+    with pytest.raises(ValueError) as caught:
+        cls.from_dict({"command": "claude -p --verbose"})
+    assert "command='claude', args=['-p', '--verbose']" in str(caught.value)
+    # With args given, or naming a file that exists, it is taken as it is.
+    assert cls.from_dict({"command": "my agent", "args": ["x"]}).command == "my agent"

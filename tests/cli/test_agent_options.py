@@ -1,0 +1,84 @@
+"""The shared agent options become the config they describe."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+from oma_bridge.cli._agent_options import add_agent_options, agent_config
+
+
+def config(*words: str, interactive: bool = False):
+    parser = argparse.ArgumentParser()
+    add_agent_options(parser, prompt_options=True)
+    return agent_config(parser.parse_args(list(words)), interactive=interactive)
+
+
+def test_a_process_command_line_with_its_options() -> None:
+    made = config(
+        "--process", "cat -n 'a b'", "--env", "A=1", "--env", "B=x=y",
+        "--cwd", "/tmp", "--timeout", "2.5", "--input", "argument",
+        "--system-prompt", "be brief",
+    )  # fmt: skip
+    assert (made.name, made.system_prompt) == ("cat", "be brief")
+    backend = made.backend
+    assert isinstance(backend, ProcessBackendConfig)
+    assert (backend.command, backend.args) == ("cat", ("-n", "a b"))
+    assert backend.env == {"A": "1", "B": "x=y"}
+    assert (backend.cwd, backend.timeout, backend.input) == ("/tmp", 2.5, "argument")
+
+
+def test_an_acp_command_line_with_its_options() -> None:
+    made = config(
+        "--acp", "agent --acp", "--approve-reads", "--fs", "--terminal",
+        "--auth-method", "key",
+    )  # fmt: skip
+    backend = made.backend
+    assert isinstance(backend, AcpBackendConfig)
+    assert (backend.command, backend.args) == ("agent", ("--acp",))
+    assert (backend.permission, backend.fs, backend.terminal) == (
+        "read-only",
+        True,
+        True,
+    )
+    assert backend.auth_method == "key"
+    assert backend.env is None
+
+
+def test_without_a_policy_or_a_terminal_only_reads_are_approved() -> None:
+    backend = config("--acp", "agent", interactive=True).backend
+    assert isinstance(backend, AcpBackendConfig)
+    assert backend.permission == "read-only"  # pytest's stdin is not a terminal
+
+
+def test_a_preset_gets_the_options() -> None:
+    made = config("--agent", "claude", "--cwd", "/tmp", "--timeout", "3")
+    assert made.name == "claude"
+    assert isinstance(made.backend, ProcessBackendConfig)
+    assert (made.backend.cwd, made.backend.timeout) == ("/tmp", 3.0)
+    acp = config("--agent", "claude-acp", "--deny-all").backend
+    assert isinstance(acp, AcpBackendConfig)
+    assert acp.permission == "reject"
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (["--process", "cat", "--env", "=1"], "--env expects NAME=VALUE"),
+        (["--process", "  "], "--process needs a command"),
+        (["--acp", ""], "--acp needs a command"),
+        (
+            ["--process", "cat", "--deny-all"],
+            "--approve-all/--approve-reads/--deny-all",
+        ),
+        (["--process", "cat", "--fs"], "--fs applies to ACP agents only"),
+        (["--agent", "claude", "--terminal"], "--terminal applies to ACP agents"),
+        (["--process", "cat", "--auth-method", "k"], "--auth-method applies to ACP"),
+        (["--acp", "agent", "--input", "stdin"], "--input applies to process agents"),
+    ],
+)
+def test_contradictory_options_are_refused(words: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        config(*words)
