@@ -285,12 +285,15 @@ def test_flags_for_the_other_transport_are_refused(
 
 
 def test_agent_preset_runs_the_known_invocation(tmp_path: Path) -> None:
-    # A stand-in `codex` on the child's PATH shows what the preset runs.
+    # A stand-in `codex` on the child's PATH shows what the preset runs; it
+    # answers in codex's --json events, which the preset reads.
     fake = tmp_path / "codex"
     fake.write_text(
         f"#!{sys.executable}\n"
         "import json, sys\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'stdin': sys.stdin.read()}))\n"
+        "seen = json.dumps({'argv': sys.argv[1:], 'stdin': sys.stdin.read()})\n"
+        "item = {'id': 'i0', 'type': 'agent_message', 'text': seen}\n"
+        "print(json.dumps({'type': 'item.completed', 'item': item}))\n"
     )
     fake.chmod(0o755)
     done = cli("run", "--agent", "codex", "--env", f"PATH={tmp_path}", "fix it")
