@@ -101,7 +101,7 @@ async def test_a_budget_stops_a_run_that_spends_too_much():
     oma = OpenMultiAgent(on_progress=progress, max_token_budget=1000)
     with anyio.fail_after(WAIT):
         result = await oma.run_agent(
-            AgentConfig(name="py", backend=_HangAfterUsage()), "go"
+            AgentConfig(name="py", backend=spends_then_hangs()), "go"
         )
     assert not result.success
     assert result.aborted and result.budget_exceeded
@@ -111,7 +111,7 @@ async def test_a_budget_stops_a_run_that_spends_too_much():
     assert progress.of("budget_exceeded")[0].usage == TokenUsage(600, 500)
 
 
-def _HangAfterUsage():
+def spends_then_hangs():
     """Reports 1100 tokens, then never answers."""
     return PythonBackend(usage=TokenUsage(600, 500), after_usage=hang)
 
