@@ -111,7 +111,7 @@ async def call_agent(
         result = await _drive(ctx, agent, stream, started)
         span.usage(result.token_usage)
         span.set(success=result.success, budget_exceeded=result.budget_exceeded)
-        span.status(result.success, None if result.error is None else result.error.code)
+        span.status(result.success, error_kind(result.error))
     error = None if result.error is None else str(result.error)
     await ctx.emit(
         AgentCompleteEvent(
@@ -139,6 +139,13 @@ async def call_agent(
             )
         )
     return result
+
+
+def error_kind(error: BaseException | None) -> str:
+    """The ``code`` of an error (a user-written backend may report any exception)."""
+    if error is None:
+        return "ABORTED"
+    return str(getattr(error, "code", type(error).__name__))
 
 
 async def _drive(

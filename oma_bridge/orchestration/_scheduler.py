@@ -16,7 +16,7 @@ import anyio
 
 from ..batch._policy import backoff_delay, is_retryable
 from ..bridge import OmaBridgeError, TokenUsage
-from ._context import call_agent
+from ._context import call_agent, error_kind
 from ._progress import (
     TaskCompleteEvent,
     TaskFailedEvent,
@@ -228,7 +228,7 @@ class Scheduler:
                 )
             )
         else:  # failed, or cancelled by the budget
-            kind = outcome.error.code if outcome.error is not None else "ABORTED"
+            kind = error_kind(outcome.error)
             await self._ctx.emit(
                 TaskFailedEvent(
                     run_id,
