@@ -210,7 +210,7 @@ class Scheduler:
             "failed",
             **common,  # type: ignore[arg-type]
             error=error,
-            reason=str(error) if error is not None else "the run was aborted",
+            reason=None if error is not None else "the run was aborted",
         )
 
     async def _report(self, outcome: TaskResult) -> None:
@@ -234,7 +234,7 @@ class Scheduler:
                     run_id,
                     outcome.id,
                     outcome.agent,
-                    outcome.reason or "",
+                    str(outcome.error) if outcome.error else outcome.reason or "",
                     kind,
                     outcome.attempts,
                 )
