@@ -174,6 +174,10 @@ def check_graph(tasks: Sequence[Task], team: Mapping[str, TeamAgent]) -> dict[st
             )
         if task.id in ids:
             raise TaskGraphError(f"two tasks have the id {task.id!r}")
+        if task.retries < 0 or task.retry_backoff < 0:
+            raise TaskGraphError(
+                f"task {task.id!r}: retries and retry_backoff must not be negative"
+            )
         ids.add(task.id)
     for task in tasks:
         unknown = [dep for dep in task.depends_on if dep not in ids]

@@ -26,6 +26,14 @@ from ..bridge.support import marker_config, text, user
 from .support import WAIT, PythonBackend, Recorder, hang, worker
 
 
+def assert_tree_ends(pidfile):
+    """The peer and its grandchild (sleep 300) both end: they were killed.
+
+    A signal is delivered asynchronously, so wait (bounded) for each to exit."""
+    for pid in (int(p) for p in pidfile.read_text().split()):
+        assert leaks.wait_any_ended([pid], WAIT), f"{pid} is still running"
+
+
 def gates():
     """An on_progress recorder that also sets an event per (type, task_id)."""
     progress = Recorder()
@@ -138,9 +146,7 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
     (stop,) = progress.of("budget_exceeded")
     assert stop.usage.input_tokens >= 5050 and stop.max_tokens == 1000
     assert result.usage.input_tokens >= 5050
-    pids = [int(p) for p in pidfile.read_text().split()]
-    alive = {p: s for p, s in leaks.children().items() if s != "Z"}
-    assert not set(pids) & set(alive), "the long task's tree is still running"
+    assert_tree_ends(pidfile)
     # Every event belongs to this run.
     assert {e.run_id for e in progress.events} == {result.run_id}
 
@@ -266,3 +272,76 @@ async def test_task_events_have_stable_shapes():
     assert agent_start.payload == {"prompt": "x"} and agent_start.task_id == "a"
     assert complete.output == "python saw: x" and complete.attempts == 1
     json.dumps(start._asdict())  # plain data, ready for a log line
+
+
+async def test_a_cost_budget_stops_the_run_and_reports_it():
+    spender = PythonBackend(usage=TokenUsage(1, 1, cost=0.5), after_usage=hang)
+    progress = Recorder()
+    oma = OpenMultiAgent(on_progress=progress, max_cost_usd=0.1)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(
+            [
+                Task(id="a", description="x"),
+                Task(id="b", description="y", depends_on=["a"]),
+            ],
+            {"py": AgentConfig(name="py", backend=spender)},
+        )
+    assert result.budget_exceeded
+    assert [t.status for t in result.tasks] == ["cancelled", "skipped"]
+    assert "cost budget ($0.1)" in str(result["a"].error)
+    (stop,) = progress.of("budget_exceeded")
+    assert stop.max_cost_usd == 0.1 and stop.usage.cost == 0.5
+
+
+async def test_usage_known_only_at_the_end_of_a_run_still_counts():
+    # No UsageEvent: the result's token_usage is what the budget sees.
+    class Reports(PythonBackend):
+        def stream(self, request):
+            from oma_bridge import AgentRunResult, DoneEvent
+
+            from .support import Events
+
+            async def body():
+                yield DoneEvent(
+                    AgentRunResult(True, "ok", token_usage=TokenUsage(900, 200))
+                )
+
+            return Events(body)
+
+    result = await OpenMultiAgent(max_token_budget=1000).run_tasks(
+        [
+            Task(id="a", description="x"),
+            Task(id="b", description="y", depends_on=["a"]),
+        ],
+        {"py": AgentConfig(name="py", backend=Reports())},
+    )
+    assert [t.status for t in result.tasks] == ["completed", "skipped"]
+    assert result["b"].reason == "the run's token budget (1000 tokens) was exceeded"
+    assert result.budget_exceeded and result.usage == TokenUsage(900, 200)
+
+
+async def test_a_failing_progress_handler_does_not_fail_the_run(caplog):
+    def broken(event):
+        raise RuntimeError("display is gone")
+
+    result = await OpenMultiAgent(on_progress=broken).run_tasks(
+        [Task(id="a", description="x")],
+        {"py": AgentConfig(name="py", backend=PythonBackend())},
+    )
+    assert result.success
+    assert "on_progress raised on a task_start event" in caplog.text
+
+
+async def test_cancelling_run_tasks_from_outside_kills_running_trees(tmp_path):
+    pidfile, fifo = tmp_path / "tree.pid", tmp_path / "started"
+    fd = open_fifo(fifo)
+    tasks = [Task(id="long", description=f"tree:{pidfile}:{fifo}")]
+    try:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(OpenMultiAgent().run_tasks, tasks, {"cli": worker()})
+                await wait_line(fd, "started")
+                tg.cancel_scope.cancel()
+    finally:
+        os.close(fd)
+    assert_tree_ends(pidfile)
