@@ -169,7 +169,10 @@ def load(path: str) -> TaskFile:
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, UnicodeError
         raise ValueError(f"{path}: not valid {_kind(path)}: {exc}") from None
     try:
-        return TypeAdapter(TaskFile).validate_python(raw)
+        # Strict types, checked as JSON: "3" is not a number, and a TOML array
+        # may still fill a tuple (strict Python validation would refuse a list).
+        body = json.dumps(raw, default=str)
+        return TypeAdapter(TaskFile).validate_json(body, strict=True)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         where = ".".join(map(str, error["loc"])) or "the file"

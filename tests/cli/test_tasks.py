@@ -121,3 +121,13 @@ def test_an_invalid_file_exits_2_naming_the_problem(tmp_path, content, name, mes
     assert done.stdout == ""
     assert message in done.stderr
     assert done.stderr.startswith("oma-bridge: ") and "Traceback" not in done.stderr
+
+
+def test_types_are_strict(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text(
+        GRAPH.replace("max_token_budget = 100000", 'max_token_budget = "5"')
+    )
+    done = cli(str(path))
+    assert done.returncode == 2
+    assert "t.toml: max_token_budget: Input should be a valid integer" in done.stderr
