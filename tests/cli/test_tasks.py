@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import shlex
 import subprocess
 import sys
@@ -131,3 +134,37 @@ def test_types_are_strict(tmp_path):
     done = cli(str(path))
     assert done.returncode == 2
     assert "t.toml: max_token_budget: Input should be a valid integer" in done.stderr
+
+
+def test_on_a_terminal_a_live_table_is_drawn(tmp_path):
+    path = tmp_path / "tasks.toml"
+    path.write_text(GRAPH)
+    controller, terminal = pty.openpty()
+    try:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "oma_bridge", "tasks", str(path)],
+            stdin=subprocess.DEVNULL, stdout=terminal, stderr=subprocess.PIPE,
+            cwd=ROOT, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+    drawn = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+        runner.wait(timeout=WAIT)
+        runner.stderr.close()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))
+    assert runner.returncode == 0, text
+    assert "┃ task" in text and "draft: Draft" in text
+    assert "running" in text  # redrawn while the tasks ran, not only at the end
+    assert "echo: echo" in text  # the last task's output, after the table
+    assert '"type"' not in text  # no JSON lines on a terminal
