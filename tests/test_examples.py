@@ -16,6 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     [
         ("quickstart.py", "== done after"),
         ("structured_rejected.py", "process spawned: False"),
+        ("mixed_team.py", "Repeated words: process, standard, child."),
     ],
 )
 def test_example_runs(script: str, expected: str) -> None:

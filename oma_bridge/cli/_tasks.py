@@ -1,0 +1,383 @@
+"""``oma-bridge tasks FILE``: run a task graph from a TOML or JSON file.
+
+The file names its agents inline (``process = "CMD ARGS"``, ``acp = "CMD
+ARGS"``, or ``agent = "NAME"`` for a known agent, as ``--agent``) and lists its
+tasks; it is validated with pydantic over the dataclasses below and ``Task``,
+so an error names the file and the key path. On a terminal a live table shows
+the graph (rich); otherwise every progress event is one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, HelpFormatter, fail
+from ._signals import Termination
+
+if TYPE_CHECKING:
+    import argparse
+
+    from rich.table import Table
+
+    from .. import AgentConfig, ProgressEvent, Task, TasksResult, TeamAgent
+
+EXAMPLE = """\
+example file (tasks.toml):
+  max_concurrency = 4          # optional, as are the two budgets
+  max_token_budget = 200000
+  max_cost_usd = 2.0
+
+  [agents.writer]
+  process = "python examples/writer.py"
+  timeout = 120
+  capabilities = ["write"]
+
+  [agents.reviewer]
+  acp = "npx @zed-industries/codex-acp"
+  permission = "read-only"
+
+  [[tasks]]
+  id = "draft"
+  description = "Write a haiku about pipes."
+  assignee = "writer"
+
+  [[tasks]]
+  id = "review"
+  description = "Review the draft above."
+  assignee = "reviewer"
+  depends_on = ["draft"]
+  retries = 1
+
+exit status: 0 every task completed, 1 a task failed, was skipped or stopped
+(or the budget ran out), 2 the file is invalid, 130 interrupted.
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSpec:
+    """One agent of a task file: exactly one of process, acp and agent."""
+
+    process: str | None = None
+    acp: str | None = None
+    agent: str | None = None
+    capabilities: tuple[str, ...] = ()
+    system_prompt: str | None = None
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    input: Literal["stdin", "argument", "none"] | None = None
+    permission: Literal["auto-approve", "read-only", "reject"] = "read-only"
+
+    __pydantic_config__: ClassVar[dict[str, object]] = {"extra": "forbid"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskFile:
+    """A task file: agents, tasks, and the run's limits."""
+
+    agents: dict[str, AgentSpec]
+    tasks: tuple[Task, ...]
+    max_concurrency: int = 4
+    max_token_budget: int | None = None
+    max_cost_usd: float | None = None
+
+    __pydantic_config__: ClassVar[dict[str, object]] = {"extra": "forbid"}
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tasks = commands.add_parser(
+        "tasks",
+        help="run a graph of tasks on several agents",
+        description="Run the tasks in FILE (TOML, or JSON when it ends in .json) on "
+        "the agents it names: independent tasks at once, each task seeing the "
+        "outputs of the tasks it depends on.",
+        epilog=EXAMPLE,
+        formatter_class=HelpFormatter,
+    )
+    tasks.add_argument("file", metavar="FILE", help="the task file")
+    tasks.add_argument(
+        "--format",
+        choices=("auto", "live", "jsonl"),
+        default="auto",
+        help="live: a table of the tasks, updated as they run; jsonl: one JSON "
+        "object per event on stdout; auto (default): live on a terminal",
+    )
+    tasks.set_defaults(handler=tasks_command)
+
+
+def tasks_command(args: argparse.Namespace) -> int:
+    from .. import OmaBridgeError, OpenMultiAgent
+
+    try:
+        spec = load(args.file)
+        agents = {name: team_agent(name, a) for name, a in spec.agents.items()}
+    except (OSError, ValueError, TypeError) as exc:
+        return fail(str(exc))
+    live = args.format == "live" or (args.format == "auto" and sys.stdout.isatty())
+    view: LiveView | JsonLines = LiveView(spec.tasks) if live else JsonLines()
+    oma = OpenMultiAgent(
+        on_progress=view.on_event,
+        max_token_budget=spec.max_token_budget,
+        max_cost_usd=spec.max_cost_usd,
+        max_concurrency=spec.max_concurrency,
+    )
+    import anyio
+
+    termination = Termination()
+    try:
+        with termination.forwarded(), view:
+            result = anyio.run(oma.run_tasks, spec.tasks, agents)
+    except KeyboardInterrupt:
+        if termination.signum is None:
+            return fail("interrupted; the agents were stopped", EXIT_INTERRUPTED)
+        name = signal.Signals(termination.signum).name
+        return fail(
+            f"stopped by {name}; the agents were stopped", 128 + termination.signum
+        )
+    except OmaBridgeError as exc:  # the graph was refused: nothing started
+        return fail(str(exc))
+    view.finish(result)
+    return EXIT_OK if result.success else EXIT_FAILED
+
+
+def load(path: str) -> TaskFile:
+    """The task file at ``path``, validated.
+
+    Raises:
+        OSError: it cannot be read.
+        ValueError: it is not valid TOML/JSON or not a valid task file; the
+            message names the file and the key path.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    # TaskFile's annotations name Task, imported here rather than at the top:
+    # building the parser for `oma-bridge --help` must not load the library.
+    from .. import Task  # noqa: F401
+
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        if path.endswith(".json"):
+            raw = json.loads(data)
+        else:
+            raw = _toml_loads(data.decode())
+    except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, UnicodeError
+        raise ValueError(f"{path}: not valid {_kind(path)}: {exc}") from None
+    try:
+        # Strict types, checked as JSON: "3" is not a number, and a TOML array
+        # may still fill a tuple (strict Python validation would refuse a list).
+        body = json.dumps(raw, default=str)
+        return TypeAdapter(TaskFile).validate_json(body, strict=True)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(map(str, error["loc"])) or "the file"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ValueError(f"{path}: {where}: {error['msg']}{more}") from None
+
+
+def _kind(path: str) -> str:
+    return "JSON" if path.endswith(".json") else "TOML"
+
+
+def _toml_loads(text: str) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+    data: dict[str, object] = tomllib.loads(text)
+    return data
+
+
+def team_agent(name: str, spec: AgentSpec) -> TeamAgent:
+    """The ``TeamAgent`` an agent entry describes (ValueError when it is unclear)."""
+    from .. import AcpBackendConfig, AgentConfig, ProcessBackendConfig, TeamAgent
+    from ..presets import PRESETS, preset
+
+    given = [k for k in ("process", "acp", "agent") if getattr(spec, k) is not None]
+    if len(given) != 1:
+        raise ValueError(
+            f"agents.{name}: give exactly one of process, acp and agent "
+            f"(got {', '.join(given) or 'none'})"
+        )
+    common: dict[str, object] = {
+        "env": spec.env or None,
+        "cwd": spec.cwd,
+        "timeout": spec.timeout,
+    }
+    if spec.agent is not None:
+        if spec.agent not in PRESETS:
+            known = ", ".join(sorted(PRESETS))
+            raise ValueError(f"agents.{name}: unknown agent {spec.agent!r} ({known})")
+        if PRESETS[spec.agent].transport == "acp":
+            common["permission"] = spec.permission
+        backend = preset(spec.agent, **common)
+    else:
+        argv = shlex.split(spec.process or spec.acp or "")
+        if not argv:
+            raise ValueError(f"agents.{name}: the command is empty")
+        if spec.process is not None:
+            if spec.input is not None:
+                common["input"] = spec.input
+            backend = ProcessBackendConfig(
+                command=argv[0],
+                args=tuple(argv[1:]),
+                **common,  # type: ignore[arg-type]
+            )
+        else:
+            backend = AcpBackendConfig(
+                command=argv[0],
+                args=tuple(argv[1:]),
+                permission=spec.permission,
+                **common,  # type: ignore[arg-type]
+            )
+    config: AgentConfig = AgentConfig(
+        name=name, backend=backend, system_prompt=spec.system_prompt
+    )
+    return TeamAgent(config, spec.capabilities)
+
+
+def event_json(event: ProgressEvent) -> dict[str, object]:
+    """A progress event as plain JSON data."""
+    from dataclasses import asdict, is_dataclass
+
+    out: dict[str, object] = {}
+    for key, value in event._asdict().items():
+        out[key] = asdict(value) if is_dataclass(value) else value  # type: ignore[arg-type]
+    return out
+
+
+class JsonLines:
+    """Every event, then the result, as one JSON object per line on stdout."""
+
+    def __enter__(self) -> JsonLines:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    def on_event(self, event: ProgressEvent) -> None:
+        _write(event_json(event))
+
+    def finish(self, result: TasksResult) -> None:
+        _write(result_json(result))
+
+
+def result_json(result: TasksResult) -> dict[str, object]:
+    return {
+        "type": "result",
+        "run_id": result.run_id,
+        "success": result.success,
+        "budget_exceeded": result.budget_exceeded,
+        "usage": _usage(result.usage),
+        "tasks": [
+            {
+                "id": t.id,
+                "status": t.status,
+                "agent": t.agent,
+                "attempts": t.attempts,
+                "duration_s": round(t.duration_s, 6),
+                "output": t.output,
+                "usage": _usage(t.usage),
+                "error": None if t.error is None else str(t.error),
+                "reason": t.reason,
+            }
+            for t in result.tasks
+        ],
+    }
+
+
+def _usage(usage: object) -> object:
+    from dataclasses import asdict
+
+    return asdict(usage)  # type: ignore[call-overload]
+
+
+def _write(data: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+class LiveView:
+    """A table of the tasks, redrawn as events arrive (rich, on stdout)."""
+
+    _STYLE: ClassVar[dict[str, str]] = {
+        "completed": "green",
+        "failed": "red",
+        "skipped": "yellow",
+        "cancelled": "magenta",
+        "running": "cyan",
+        "retrying": "cyan",
+    }
+
+    def __init__(self, tasks: tuple[Task, ...]) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._tasks = tasks
+        self._rows = {t.id: ["waiting", "", 0, ""] for t in tasks}
+        self._console = Console()
+        self._note = ""
+        self._live = Live(self._table(), console=self._console, auto_refresh=False)
+
+    def __enter__(self) -> LiveView:
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._live.stop()
+
+    def on_event(self, event: ProgressEvent) -> None:
+        row = self._rows.get(getattr(event, "task_id", None) or "")
+        if event.type == "task_start" and row is not None:
+            row[:3] = ["running", event.agent, event.attempt]
+        elif event.type == "task_retry" and row is not None:
+            row[0], row[3] = "retrying", event.error.splitlines()[0]
+        elif event.type == "task_complete" and row is not None:
+            row[0], row[3] = "completed", _first_line(event.output)
+        elif event.type == "task_failed" and row is not None:
+            row[0], row[3] = _status(event.error_kind), event.error.splitlines()[0]
+        elif event.type == "task_skipped" and row is not None:
+            row[0], row[3] = "skipped", event.reason
+        elif event.type == "budget_exceeded":
+            self._note = "budget exceeded: running tasks stopped, no new ones start"
+        self._live.update(self._table(), refresh=True)
+
+    def _table(self) -> Table:
+        from rich.table import Table
+
+        table = Table(caption=self._note or None)
+        for column in ("task", "agent", "status", "try", "detail"):
+            table.add_column(column)
+        for task in self._tasks:
+            status, agent, attempt, detail = self._rows[task.id]
+            style = self._STYLE.get(str(status), "")
+            table.add_row(
+                f"{task.id}: {task.title}" if task.title != task.id else task.id,
+                str(agent),
+                f"[{style}]{status}[/]" if style else str(status),
+                str(attempt or ""),
+                str(detail)[:80],
+            )
+        return table
+
+    def finish(self, result: TasksResult) -> None:
+        needed = {dep for t in self._tasks for dep in t.depends_on}
+        self._console.line()
+        for task in result.tasks:
+            if task.status == "completed" and task.id not in needed:
+                self._console.rule(f"{task.id}: {task.title}")
+                self._console.print(task.output, markup=False, highlight=False)
+
+
+def _status(error_kind: str) -> str:
+    return "cancelled" if error_kind == "BUDGET_EXCEEDED" else "failed"
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""

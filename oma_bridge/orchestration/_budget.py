@@ -1,0 +1,108 @@
+"""Token and cost budgets across one orchestrated run.
+
+Usage comes from what agents report while they run (``UsageEvent``: ACP usage
+updates, a user-written backend's reports) and from each result's
+``token_usage`` when a run ends. The first reading over a limit stops the run:
+every registered cancel scope is cancelled (an ``Agent`` run killed that way
+kills its process tree) and nothing new starts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, final
+
+from ..bridge import OmaBridgeError, TokenUsage
+
+if TYPE_CHECKING:
+    import anyio
+
+__all__ = ("BudgetExceededError",)
+
+
+class BudgetExceededError(OmaBridgeError):
+    """The run's token or cost budget ran out; this work was stopped or not run."""
+
+    code = "BUDGET_EXCEEDED"
+
+    def __init__(self, usage: TokenUsage, limit: str) -> None:
+        self.usage = usage
+        super().__init__(
+            f"The run's {limit} was exceeded (spent {_spent(usage)}); running "
+            "agents were stopped and nothing new started. Raise the budget to "
+            "let the work finish."
+        )
+
+
+def _spent(usage: TokenUsage) -> str:
+    tokens = usage.input_tokens + usage.output_tokens
+    cost = "" if usage.cost is None else f", ${usage.cost:.4f}"
+    return f"{tokens} tokens{cost}"
+
+
+@final
+class Budget:
+    """What one run has spent, against its limits. Not thread-safe: one event loop.
+
+    Attributes:
+        exceeded: The limit that ran out (a phrase for messages), or None.
+    """
+
+    def __init__(self, max_tokens: int | None, max_cost_usd: float | None) -> None:
+        self.max_tokens = max_tokens
+        self.max_cost_usd = max_cost_usd
+        self._spent = TokenUsage()
+        self._live: dict[object, TokenUsage] = {}
+        self._scopes: set[anyio.CancelScope] = set()
+        self.exceeded: str | None = None
+
+    @property
+    def usage(self) -> TokenUsage:
+        """Spent so far: finished runs plus the latest reading of running ones."""
+        total = self._spent
+        for usage in self._live.values():
+            total = total + usage
+        return total
+
+    def watch(self, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` when the budget runs out (at once, if it has)."""
+        self._scopes.add(scope)
+        if self.exceeded is not None:
+            scope.cancel()
+
+    def unwatch(self, scope: anyio.CancelScope) -> None:
+        self._scopes.discard(scope)
+
+    def report(self, key: object, usage: TokenUsage) -> bool:
+        """A running call's usage so far; True if this reading broke the budget."""
+        self._live[key] = usage
+        return self._check()
+
+    def finish(self, key: object, usage: TokenUsage) -> bool:
+        """A call ended with ``usage`` (its last reading when the result has none)."""
+        live = self._live.pop(key, TokenUsage())
+        if usage == TokenUsage():
+            usage = live
+        self._spent = self._spent + usage
+        return self._check()
+
+    def error(self) -> BudgetExceededError:
+        return BudgetExceededError(self.usage, self.exceeded or "budget")
+
+    def _check(self) -> bool:
+        if self.exceeded is not None:
+            return False
+        usage = self.usage
+        tokens = usage.input_tokens + usage.output_tokens
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            self.exceeded = f"token budget ({self.max_tokens} tokens)"
+        elif (
+            self.max_cost_usd is not None
+            and usage.cost is not None
+            and usage.cost > self.max_cost_usd
+        ):
+            self.exceeded = f"cost budget (${self.max_cost_usd:g})"
+        else:
+            return False
+        for scope in self._scopes:
+            scope.cancel()
+        return True

@@ -1,0 +1,198 @@
+"""``run_team``: a coordinator agent plans tasks as JSON, they run, it sums up.
+
+The plan is validated with ``pydantic.TypeAdapter`` over ``Plan`` and ``Task``
+(one definition of each, imported lazily: a plain run never loads pydantic),
+then checked as any task graph is. An invalid plan gets one repair request
+quoting the error; a second invalid plan is a ``PlanError``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from ..bridge import InvalidMessageError, OmaBridgeError, TokenUsage
+from ._context import call_agent
+from ._progress import PlanReadyEvent
+from ._tasks import Task, TaskGraphError, check_graph, members
+
+if TYPE_CHECKING:
+    from ..bridge import AgentConfig, AgentRunResult
+    from ._context import RunContext
+    from ._oma import OpenMultiAgent
+    from ._tasks import Agents, TasksResult, TeamAgent
+
+__all__ = ("Plan", "PlanError", "TeamResult")
+
+#: Phrases the coordinator's prompts contain (an offline coordinator keys on them).
+PLAN_REQUEST = "Reply with only a JSON object"
+REPAIR_REQUEST = "Your plan was not valid"
+ANSWER_REQUEST = "Write the final answer"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The coordinator's plan: the tasks to run, validated."""
+
+    tasks: tuple[Task, ...]
+
+    # Read by pydantic: a key the schema does not know is an error, not ignored.
+    __pydantic_config__: ClassVar[dict[str, object]] = {"extra": "forbid"}
+
+
+@dataclass(frozen=True)
+class TeamResult:
+    """What ``run_team`` returns.
+
+    Attributes:
+        plan: The validated plan.
+        tasks: The tasks' results; None with ``plan_only``.
+        output: The coordinator's final answer ("" with ``plan_only``).
+        success: Every task completed and the final answer was written.
+        usage: Spent by the coordinator and every task.
+    """
+
+    run_id: str
+    goal: str
+    plan: Plan
+    tasks: TasksResult | None = None
+    output: str = ""
+    success: bool = False
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class PlanError(OmaBridgeError):
+    """The coordinator gave no valid plan, even after one repair request."""
+
+    code = "INVALID_PLAN"
+
+
+async def run_team(
+    oma: OpenMultiAgent,
+    goal: str,
+    agents: Agents,
+    *,
+    coordinator: AgentConfig,
+    plan_only: bool,
+) -> TeamResult:
+    if not isinstance(goal, str) or not goal.strip():
+        raise InvalidMessageError(
+            "a team's goal is text only: pass a non-blank string", path=("goal",)
+        )
+    team = members(agents)
+    ctx = oma._context()
+    with ctx.tracing.span("oma.run_team", run_id=ctx.run_id) as span:
+        plan, assigned, usage = await _plan(ctx, goal, team, coordinator)
+        await ctx.emit(PlanReadyEvent(ctx.run_id, plan))
+        if plan_only:
+            span.status(True)
+            return TeamResult(ctx.run_id, goal, plan, success=True, usage=usage)
+        tasks = await oma._run_graph(ctx, list(plan.tasks), team, assigned)
+        answer = await call_agent(
+            ctx, coordinator.name, coordinator, _answer_prompt(goal, tasks)
+        )
+        usage = usage + tasks.usage + answer.token_usage
+        success = tasks.success and answer.success
+        span.usage(usage)
+        span.status(success)
+    return TeamResult(ctx.run_id, goal, plan, tasks, answer.output, success, usage)
+
+
+async def _plan(
+    ctx: RunContext,
+    goal: str,
+    team: dict[str, TeamAgent],
+    coordinator: AgentConfig,
+) -> tuple[Plan, dict[str, str], TokenUsage]:
+    prompt = _plan_prompt(goal, team)
+    usage = TokenUsage()
+    for repair in (False, True):
+        reply = await call_agent(ctx, coordinator.name, coordinator, prompt)
+        usage = usage + reply.token_usage
+        _need_success(reply)
+        try:
+            plan = parse_plan(reply.output)
+            return plan, check_graph(plan.tasks, team), usage
+        except (PlanError, TaskGraphError, InvalidMessageError) as exc:
+            if repair:
+                raise PlanError(
+                    f"The coordinator's plan is still invalid after one repair "
+                    f"request: {exc}"
+                ) from exc
+            prompt = _repair_prompt(goal, team, reply.output, str(exc))
+    raise AssertionError("unreachable")
+
+
+def _need_success(reply: AgentRunResult) -> None:
+    if not reply.success:
+        raise PlanError(f"The coordinator failed while planning: {reply.error}")
+
+
+def parse_plan(text: str) -> Plan:
+    """The plan in a coordinator's reply (bare JSON, or in a ```json fence).
+
+    Raises:
+        PlanError: no JSON object, or one that is not a valid plan; the message
+            gives each error's location (``tasks.1.description: Field required``).
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.DOTALL)
+    start, end = text.find("{"), text.rfind("}")
+    if fenced is not None:
+        body = fenced.group(1)
+    elif start != -1 and end > start:
+        body = text[start : end + 1]
+    else:
+        raise PlanError("the reply holds no JSON object")
+    try:
+        return TypeAdapter(Plan).validate_json(body, strict=True)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(map(str, error['loc'])) or 'plan'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        ]
+        raise PlanError("; ".join(problems[:10])) from None
+
+
+def _roster(team: dict[str, TeamAgent]) -> str:
+    lines = []
+    for name, member in team.items():
+        caps = f" (capabilities: {', '.join(member.capabilities)})"
+        lines.append(f"- {name}{caps if member.capabilities else ''}")
+    return "\n".join(lines)
+
+
+_SHAPE = (
+    f"{PLAN_REQUEST}, no other text, shaped as\n"
+    '{"tasks": [{"id": "t1", "title": "short title", "description": "what to '
+    'do, as self-contained text", "assignee": "<agent name>", "depends_on": []}]}\n'
+    "A task sees the outputs of the tasks it depends on."
+)
+
+
+def _plan_prompt(goal: str, team: dict[str, TeamAgent]) -> str:
+    return (
+        f"You coordinate a team of agents. Plan tasks to reach this goal:\n{goal}"
+        f"\n\nAgents:\n{_roster(team)}\n\n{_SHAPE}"
+    )
+
+
+def _repair_prompt(
+    goal: str, team: dict[str, TeamAgent], previous: str, error: str
+) -> str:
+    return (
+        f"{_plan_prompt(goal, team)}\n\nYour previous reply was:\n"
+        f"{previous[:4000]}\n\n{REPAIR_REQUEST}: {error}\n{PLAN_REQUEST}, corrected."
+    )
+
+
+def _answer_prompt(goal: str, tasks: TasksResult) -> str:
+    parts = [f"The goal was:\n{goal}", "The tasks ended as follows:"]
+    for task in tasks.tasks:
+        parts.append(
+            f"## {task.id}: {task.title} ({task.status})\n{task.output.strip()}"
+        )
+    parts.append(f"{ANSWER_REQUEST} to the goal from these results.")
+    return "\n\n".join(parts)

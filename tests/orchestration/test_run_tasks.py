@@ -1,0 +1,347 @@
+"""OpenMultiAgent.run_tasks: a graph mixing process, ACP and Python agents."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import anyio
+import pytest
+
+from oma_bridge import (
+    AgentConfig,
+    BackendExitError,
+    InvalidMessageError,
+    OpenMultiAgent,
+    ProcessBackendConfig,
+    Task,
+    TaskGraphError,
+    TeamAgent,
+    TokenUsage,
+)
+
+from .. import leaks
+from ..acp.support import fake_agent, frames, open_fifo, wait_line
+from ..bridge.support import marker_config, text, user
+from .support import WAIT, PythonBackend, Recorder, hang, worker
+
+
+def assert_tree_ends(pidfile):
+    """The peer and its grandchild (sleep 300) both end: they were killed.
+
+    A signal is delivered asynchronously, so wait (bounded) for each to exit."""
+    for pid in (int(p) for p in pidfile.read_text().split()):
+        assert leaks.wait_any_ended([pid], WAIT), f"{pid} is still running"
+
+
+def gates():
+    """An on_progress recorder that also sets an event per (type, task_id)."""
+    progress = Recorder()
+    seen: dict[tuple[str, str], anyio.Event] = {}
+
+    def event(kind, task_id):
+        return seen.setdefault((kind, task_id), anyio.Event())
+
+    def on_progress(e):
+        progress(e)
+        if getattr(e, "task_id", None) is not None:
+            event(e.type, e.task_id).set()
+
+    return progress, on_progress, event
+
+
+async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget(
+    tmp_path,
+):
+    log, pidfile, flaky = tmp_path / "acp.log", tmp_path / "tree.pid", tmp_path / "f"
+    fifo = tmp_path / "started"
+    fd = open_fifo(fifo)
+    progress, on_progress, event = gates()
+
+    async def spend_when_the_rest_is_settled():
+        with anyio.fail_after(WAIT):
+            await event("task_skipped", "report").wait()
+            await event("task_complete", "flaky").wait()
+            await wait_line(fd, "started")  # the long task's tree is running
+
+    python = PythonBackend()
+    spender = PythonBackend(
+        usage=TokenUsage(5000, 0),
+        before=spend_when_the_rest_is_settled,
+        after_usage=hang,
+    )
+    agents = {
+        "cli": worker("cli"),
+        "acp": AgentConfig(name="acp", backend=fake_agent(log)),
+        "py": AgentConfig(name="py", backend=python),
+        "spender": AgentConfig(name="spender", backend=spender),
+    }
+    tasks = [
+        Task(id="draft", description="say:alpha from the cli", assignee="cli"),
+        Task(
+            id="review",
+            description="say:beta from acp;usage:50",
+            assignee="acp",
+            depends_on=("draft",),
+        ),
+        Task(id="publish", description="publish", assignee="py", depends_on=["review"]),
+        Task(id="broken", description="exit:3", assignee="cli"),
+        Task(id="report", description="say:x", assignee="cli", depends_on=["broken"]),
+        Task(
+            id="flaky",
+            description=f"flaky:{flaky};say:second time lucky",
+            assignee="cli",
+            retries=2,
+            retry_backoff=0,
+        ),
+        Task(id="long", description=f"tree:{pidfile}:{fifo}", assignee="cli"),
+        Task(
+            id="spend", description="spend", assignee="spender", depends_on=["publish"]
+        ),
+        Task(id="after", description="say:late", assignee="cli", depends_on=["spend"]),
+    ]
+    oma = OpenMultiAgent(on_progress=on_progress, max_token_budget=1000)
+    try:
+        with anyio.fail_after(WAIT):
+            result = await oma.run_tasks(tasks, agents)
+    finally:
+        os.close(fd)
+
+    status = {t.id: t.status for t in result.tasks}
+    assert status == {
+        "draft": "completed",
+        "review": "completed",
+        "publish": "completed",
+        "broken": "failed",
+        "report": "skipped",
+        "flaky": "completed",
+        "long": "cancelled",
+        "spend": "cancelled",
+        "after": "skipped",
+    }
+    assert [t.id for t in result.tasks] == [t.id for t in tasks]
+    assert not result.success and result.budget_exceeded
+    # process -> ACP -> Python: each prompt held the previous task's output.
+    prompts = [f for f in frames(log) if f.get("method") == "session/prompt"]
+    assert "alpha from the cli" in prompts[0]["params"]["prompt"][0]["text"]
+    assert result["review"].output == "beta from acp"
+    assert "## review: review\nbeta from acp" in python.requests[0].prompt
+    assert result["publish"].output.startswith("python saw: Results of the tasks")
+    assert result["review"].usage == TokenUsage(50, 0)
+    # The failure: one attempt (no retries asked), its dependent skipped.
+    broken = result["broken"]
+    assert broken.attempts == 1 and isinstance(broken.error, BackendExitError)
+    assert broken.error.exit_code == 3
+    assert result["report"].reason == "dependency 'broken' failed"
+    assert result["report"].attempts == 0
+    # The retry: a retryable failure, then success.
+    assert result["flaky"].attempts == 2
+    assert result["flaky"].output == "second time lucky"
+    (retry,) = progress.of("task_retry")
+    assert (retry.task_id, retry.attempt) == ("flaky", 1)
+    # The budget stop: the spender's report broke it; the tree was killed.
+    assert result["spend"].error.code == "BUDGET_EXCEEDED"
+    assert result["long"].error.code == "BUDGET_EXCEEDED"
+    assert result["after"].reason == "dependency 'spend' cancelled"
+    (stop,) = progress.of("budget_exceeded")
+    assert stop.usage.input_tokens >= 5050 and stop.max_tokens == 1000
+    assert result.usage.input_tokens >= 5050
+    assert_tree_ends(pidfile)
+    # Every event belongs to this run.
+    assert {e.run_id for e in progress.events} == {result.run_id}
+
+
+@pytest.mark.parametrize(
+    ("tasks", "error", "match"),
+    [
+        (
+            [Task(id="a", description="x", depends_on=["b"]),
+             Task(id="b", description="x", depends_on=["a"])],
+            TaskGraphError,
+            "cycle: a -> b -> a",
+        ),
+        ([Task(id="a", description="x", depends_on=["zz"])], TaskGraphError, "zz"),
+        ([Task(id="a", description="x", assignee="nobody")], TaskGraphError, "nobody"),
+        ([Task(id="a", description="x", capability="fly")], TaskGraphError, "fly"),
+        (
+            [Task(id="a", description="x"), Task(id="a", description="y")],
+            TaskGraphError,
+            "two tasks",
+        ),
+        (
+            [Task(id="a", description=[user(text("x"))])],
+            InvalidMessageError,
+            r"tasks\[0\]\.description: task descriptions are text only",
+        ),
+        ([Task(id="a", description="  ")], InvalidMessageError, "empty"),
+    ],
+)  # fmt: skip
+async def test_a_bad_graph_is_refused_before_anything_starts(
+    tmp_path, tasks, error, match
+):
+    marker = tmp_path / "spawned"
+    progress = Recorder()
+    agents = {"cli": AgentConfig(name="cli", backend=marker_config(marker))}
+    with pytest.raises(error, match=match):
+        await OpenMultiAgent(on_progress=progress).run_tasks(
+            [*tasks, Task(id="ok", description="fine")], agents
+        )
+    assert progress.events == []
+    assert not marker.exists()
+
+
+async def test_a_failure_a_retry_cannot_help_is_not_retried(tmp_path):
+    missing = ProcessBackendConfig(command=str(tmp_path / "no-such-agent"))
+    progress = Recorder()
+    result = await OpenMultiAgent(on_progress=progress).run_tasks(
+        [Task(id="a", description="hi", retries=3, retry_backoff=0)],
+        {"gone": AgentConfig(name="gone", backend=missing)},
+    )
+    assert result["a"].status == "failed" and result["a"].attempts == 1
+    assert result["a"].error.code == "BACKEND_START"
+    assert progress.of("task_retry") == []
+    (failed,) = progress.of("task_failed")
+    assert failed.error_kind == "BACKEND_START"
+
+
+async def test_unassigned_tasks_go_by_capability_else_round_robin():
+    agents = {
+        "a": TeamAgent(AgentConfig(name="a", backend=PythonBackend())),
+        "b": TeamAgent(AgentConfig(name="b", backend=PythonBackend()), ("review",)),
+    }
+    tasks = [Task(id=f"t{i}", description="x") for i in range(3)]
+    tasks.append(Task(id="r", description="x", capability="review"))
+    result = await OpenMultiAgent().run_tasks(tasks, agents)
+    assert [t.agent for t in result.tasks] == ["a", "b", "a", "b"]
+    assert result.success
+
+
+async def test_no_more_tasks_run_at_once_than_max_concurrency():
+    running, peak = 0, 0
+
+    async def count():
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        for _ in range(5):  # let the others start, if they may
+            await anyio.lowlevel.checkpoint()
+        running -= 1
+
+    agents = {"py": AgentConfig(name="py", backend=PythonBackend(before=count))}
+    tasks = [Task(id=str(i), description="x") for i in range(6)]
+    result = await OpenMultiAgent(max_concurrency=2).run_tasks(tasks, agents)
+    assert result.success and peak == 2
+
+
+async def test_a_dependency_output_reaches_the_prompt_bounded():
+    big = PythonBackend(reply=lambda prompt: "y" * 20000)
+    seen = PythonBackend()
+    agents = {
+        "big": AgentConfig(name="big", backend=big),
+        "seen": AgentConfig(name="seen", backend=seen),
+    }
+    tasks = [
+        Task(id="a", description="x", assignee="big"),
+        Task(id="b", description="last line", assignee="seen", depends_on=["a"]),
+    ]
+    result = await OpenMultiAgent().run_tasks(tasks, agents)
+    prompt = seen.requests[0].prompt
+    assert result["a"].output == "y" * 20000  # the result keeps it whole
+    assert "[... 12000 characters dropped]" in prompt
+    assert prompt.endswith("\n\nlast line")
+    assert len(prompt) < 9000
+
+
+async def test_task_events_have_stable_shapes():
+    progress = Recorder()
+    agents = {"py": AgentConfig(name="py", backend=PythonBackend())}
+    await OpenMultiAgent(on_progress=progress).run_tasks(
+        [Task(id="a", title="Alpha", description="x")], agents
+    )
+    assert progress.types() == [
+        "task_start",
+        "agent_start",
+        "agent_complete",
+        "task_complete",
+    ]
+    start, agent_start, _, complete = progress.events
+    assert start._asdict() == {
+        "run_id": start.run_id, "task_id": "a", "agent": "py", "attempt": 1,
+        "type": "task_start",
+    }  # fmt: skip
+    assert agent_start.payload == {"prompt": "x"} and agent_start.task_id == "a"
+    assert complete.output == "python saw: x" and complete.attempts == 1
+    json.dumps(start._asdict())  # plain data, ready for a log line
+
+
+async def test_a_cost_budget_stops_the_run_and_reports_it():
+    spender = PythonBackend(usage=TokenUsage(1, 1, cost=0.5), after_usage=hang)
+    progress = Recorder()
+    oma = OpenMultiAgent(on_progress=progress, max_cost_usd=0.1)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(
+            [
+                Task(id="a", description="x"),
+                Task(id="b", description="y", depends_on=["a"]),
+            ],
+            {"py": AgentConfig(name="py", backend=spender)},
+        )
+    assert result.budget_exceeded
+    assert [t.status for t in result.tasks] == ["cancelled", "skipped"]
+    assert "cost budget ($0.1)" in str(result["a"].error)
+    (stop,) = progress.of("budget_exceeded")
+    assert stop.max_cost_usd == 0.1 and stop.usage.cost == 0.5
+
+
+async def test_usage_known_only_at_the_end_of_a_run_still_counts():
+    # No UsageEvent: the result's token_usage is what the budget sees.
+    class Reports(PythonBackend):
+        def stream(self, request):
+            from oma_bridge import AgentRunResult, DoneEvent
+
+            from .support import Events
+
+            async def body():
+                yield DoneEvent(
+                    AgentRunResult(True, "ok", token_usage=TokenUsage(900, 200))
+                )
+
+            return Events(body)
+
+    result = await OpenMultiAgent(max_token_budget=1000).run_tasks(
+        [
+            Task(id="a", description="x"),
+            Task(id="b", description="y", depends_on=["a"]),
+        ],
+        {"py": AgentConfig(name="py", backend=Reports())},
+    )
+    assert [t.status for t in result.tasks] == ["completed", "skipped"]
+    assert result["b"].reason == "the run's token budget (1000 tokens) was exceeded"
+    assert result.budget_exceeded and result.usage == TokenUsage(900, 200)
+
+
+async def test_a_failing_progress_handler_does_not_fail_the_run(caplog):
+    def broken(event):
+        raise RuntimeError("display is gone")
+
+    result = await OpenMultiAgent(on_progress=broken).run_tasks(
+        [Task(id="a", description="x")],
+        {"py": AgentConfig(name="py", backend=PythonBackend())},
+    )
+    assert result.success
+    assert "on_progress raised on a task_start event" in caplog.text
+
+
+async def test_cancelling_run_tasks_from_outside_kills_running_trees(tmp_path):
+    pidfile, fifo = tmp_path / "tree.pid", tmp_path / "started"
+    fd = open_fifo(fifo)
+    tasks = [Task(id="long", description=f"tree:{pidfile}:{fifo}")]
+    try:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(OpenMultiAgent().run_tasks, tasks, {"cli": worker()})
+                await wait_line(fd, "started")
+                tg.cancel_scope.cancel()
+    finally:
+        os.close(fd)
+    assert_tree_ends(pidfile)
