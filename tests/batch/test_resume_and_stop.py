@@ -324,3 +324,18 @@ def test_results_of_ids_not_in_the_input_are_kept(tmp_path: Path) -> None:
     kept = recorded(str(out), rerun_failed=True, ids={1})
     assert (kept.done, kept.failed) == ({2}, {2})
     assert out.read_text() == '{"id": 2, "success": false}\n'
+
+
+def test_the_summary_sample_of_each_kind_is_redacted(tmp_path: Path) -> None:
+    secret = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    leaky = f"sh -c 'echo ANTHROPIC_API_KEY={secret} >&2; exit 5'"
+    done = cli(
+        str(source), "--process", leaky, "-o", str(tmp_path / "out.jsonl"),
+        ledger=tmp_path / "ledger",
+    )  # fmt: skip
+    assert done.returncode == 1
+    (line,) = [x for x in done.stderr.splitlines() if "BACKEND_EXIT 2" in x]
+    assert "exited with code 5" in line
+    assert secret not in done.stderr
