@@ -122,7 +122,10 @@ def _kinds(tally: Tally) -> list[str]:
 
     lines = []
     for kind, count in tally.kinds.most_common():
-        sample = redact(tally.samples.get(kind, "")).strip().partition("\n")[0]
+        # The first line says what happened; the last, for a crash, is the
+        # end of the agent's stderr.
+        said = redact(tally.samples.get(kind, "")).strip().splitlines() or [""]
+        sample = said[0] if len(said) == 1 else f"{said[0]} ... {said[-1].strip()}"
         if len(sample) > _SAMPLE_CHARS:
             sample = sample[: _SAMPLE_CHARS - 3] + "..."
         lines.append(f"    {kind} {count}" + (f": e.g. {sample}" if sample else ""))

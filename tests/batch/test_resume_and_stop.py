@@ -337,5 +337,5 @@ def test_the_summary_sample_of_each_kind_is_redacted(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 1
     (line,) = [x for x in done.stderr.splitlines() if "BACKEND_EXIT 2" in x]
-    assert "exited with code 5" in line
+    assert "exited with code 5. ... ANTHROPIC_API_KEY=[REDACTED]" in line
     assert secret not in done.stderr
