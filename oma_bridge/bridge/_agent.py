@@ -143,7 +143,8 @@ class Agent:
 
         A backend that needs an event loop (ACP, or any run with hooks) gets
         one in a background thread, started at the first such run; an ACP
-        agent's process and session then serve every run of the block.
+        agent's process and session then serve every run of the block. For
+        synchronous code only; async code uses ``async with``.
         """
         if self._held:
             raise RuntimeError("an Agent can be entered with `with` only once")
