@@ -50,7 +50,7 @@ PROMPT_BLOCKS = frozenset({"text", "resource_link"})
 
 _TEXT_ONLY = (
     "This agent is text-only (its promptCapabilities are all false): "
-    "prompt[{index}] is a {kind} block, which it cannot forward without loss, "
+    "prompt[{index}] is {article} {kind} block, which it cannot forward without loss, "
     "so nothing was run. Send the prompt as text."
 )
 
@@ -65,13 +65,34 @@ def display_name(target: object) -> str | None:
 def prompt_text(blocks: JSONValue) -> str:
     """The prompt as text: text blocks, and resource links as ``[@name](uri)``.
 
+    A link is set apart by a space from text it would otherwise touch
+    (``see[@a.py](uri)`` would read as one word).
+
     Raises:
         RequestError: ``-32602`` for a malformed block, or one that is not
             in ``PROMPT_BLOCKS`` (``data`` names its index and type).
     """
     if not isinstance(blocks, list):
         raise RequestError(m.INVALID_PARAMS, "prompt must be a list of content blocks")
-    return "".join([_block_text(block, index) for index, block in enumerate(blocks)])
+    parts: list[tuple[str, bool]] = []  # (text, is a link), empty texts left out
+    for index, block in enumerate(blocks):
+        text = _block_text(block, index)
+        if text:
+            link = isinstance(block, dict) and block.get("type") == "resource_link"
+            parts.append((text, link))
+    return "".join(
+        (" " if i and _touching(parts[i - 1], part) else "") + part[0]
+        for i, part in enumerate(parts)
+    )
+
+
+def _touching(before: tuple[str, bool], after: tuple[str, bool]) -> bool:
+    """Whether a link meets a word with no space between them (punctuation may
+    follow a link directly)."""
+    (left, left_link), (right, right_link) = before, after
+    if left[-1].isspace() or right[0].isspace():
+        return False
+    return right_link or (left_link and right[0].isalnum())
 
 
 def _block_text(block: JSONValue, index: int) -> str:
@@ -86,9 +107,13 @@ def _block_text(block: JSONValue, index: int) -> str:
         return f"[@{name}]({uri})"
     raise RequestError(
         m.INVALID_PARAMS,
-        _TEXT_ONLY.format(index=index, kind=kind),
+        _TEXT_ONLY.format(index=index, kind=kind, article=_article(str(kind))),
         {"index": index, "blockType": kind},
     )
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
 def _field(block: dict[str, JSONValue], index: int, name: str) -> str:

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
 from ..bridge import Agent, OmaBridgeError
 from ._items import as_items
-from ._policy import Outcome, RetryPolicy, cancelled_result, final_result
+from ._policy import (
+    RUN_WIDE_LIMIT,
+    Outcome,
+    RetryPolicy,
+    RunWideStop,
+    cancelled_result,
+    final_result,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -67,6 +74,7 @@ def sync_batch(
     timeout: float | None = None,
     retries: int = 0,
     backoff: float = 1.0,
+    run_wide_limit: int | None = RUN_WIDE_LIMIT,
 ) -> SyncBatch | None:
     """A ``SyncBatch`` when ``config`` can run one (a pooling backend, no
     hooks: they may be coroutines), else None: use ``run_batch``."""
@@ -84,6 +92,7 @@ def sync_batch(
         timeout=timeout,
         retries=retries,
         backoff=backoff,
+        run_wide_limit=run_wide_limit,
     )
 
 
@@ -139,8 +148,10 @@ class SyncBatch:
     ``cancel()`` (from a signal handler too) stops launching, kills the trees
     of the items in flight and reports them as cancelled; the iteration then
     ends. Leaving the iteration early (``break``, an exception) kills them
-    without a report. ``on_tick`` is called about every ``tick`` seconds while
-    the batch runs, for a progress display.
+    without a report. After ``run_wide_limit`` items in a row failed in a way
+    every item will (see ``_policy.RunWideStop``), no more items are launched
+    and ``stop_reason`` says why. ``on_tick`` is called about every ``tick``
+    seconds while the batch runs, for a progress display.
     """
 
     def __init__(
@@ -153,6 +164,7 @@ class SyncBatch:
         timeout: float | None,
         retries: int,
         backoff: float,
+        run_wide_limit: int | None = RUN_WIDE_LIMIT,
     ) -> None:
         self._agent = agent
         self._backend = backend
@@ -162,6 +174,7 @@ class SyncBatch:
         self._concurrency = concurrency
         self._timeout = timeout
         self._policy = RetryPolicy(retries, backoff)
+        self._run_wide = RunWideStop(run_wide_limit)
         self._slots: dict[int, _Slot] = {}  # by token, in start order
         self._retry_at: list[tuple[float, int]] = []  # a heap of (when, token)
         self._tokens = 0
@@ -176,6 +189,11 @@ class SyncBatch:
     @property
     def is_cancelled(self) -> bool:
         return self._stopping
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why no more items are launched although not cancelled, or None."""
+        return self._run_wide.reason
 
     def cancel(self) -> None:
         self._stopping = True
@@ -225,6 +243,9 @@ class SyncBatch:
     def _launch(self, pool: BlockingPool) -> Iterator[BatchResult]:
         """Start items until ``concurrency`` are in flight or none are left."""
         while not (self._exhausted or self._stopping):
+            if self._run_wide.reason is not None:
+                self._exhausted = True  # the rest is never taken
+                return
             if len(self._slots) >= self._concurrency:
                 return
             item = next(self._items, None)
@@ -262,4 +283,5 @@ class SyncBatch:
             heapq.heappush(self._retry_at, (time.monotonic() + delay, token))
             return
         del self._slots[token]
+        self._run_wide.add(outcome)
         yield slot.result()

@@ -34,7 +34,14 @@ from ..bridge import (
     OmaBridgeError,
 )
 from ._items import BatchItem, BatchResult, as_items
-from ._policy import Outcome, RetryPolicy, cancelled_result, final_result
+from ._policy import (
+    RUN_WIDE_LIMIT,
+    Outcome,
+    RetryPolicy,
+    RunWideStop,
+    cancelled_result,
+    final_result,
+)
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -87,12 +94,14 @@ class BatchRun(AsyncContextManagerMixin):
         attempt: Callable[[BatchItem, AgentConfig | Agent], Awaitable[Outcome]]
         | None = None,
         setup: Callable[[], AsyncGenerator[None]] | None = None,
+        run_wide_limit: int | None = RUN_WIDE_LIMIT,
     ) -> None:
         self._config = config if fresh_process else _fresh_sessions(config)
         self._items = as_items(items)
         self._concurrency = concurrency
         self._timeout = timeout
         self._policy = RetryPolicy(retries, backoff)
+        self._run_wide = RunWideStop(run_wide_limit)
         self._fresh_process = fresh_process
         self._on_result = on_result
         self._attempt = attempt or _local_attempt
@@ -160,12 +169,18 @@ class BatchRun(AsyncContextManagerMixin):
     def is_cancelled(self) -> bool:
         return self._stopping
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why no more items are launched although the batch was not cancelled
+        (``run_wide_limit`` items in a row failed run-wide), or None."""
+        return self._run_wide.reason
+
     # -- workers -------------------------------------------------------------------
 
     async def _worker(self, send: MemoryObjectSendStream[BatchResult]) -> None:
         async with send, AsyncExitStack() as stack:
             agent: Agent | None = None
-            while not self._stopping:
+            while not (self._stopping or self._run_wide.reason):
                 item = next(self._items, None)
                 if item is None:
                     return
@@ -207,6 +222,7 @@ class BatchRun(AsyncContextManagerMixin):
         if scope.cancelled_caught:
             return cancelled_result(item, outcome, attempts, duration)
         assert outcome is not None
+        self._run_wide.add(outcome)
         return final_result(item, outcome, attempts, duration)
 
     async def _attempt_once(
@@ -241,6 +257,7 @@ def run_batch(
     on_result: Callable[[BatchResult], object] | None = None,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    run_wide_limit: int | None = RUN_WIDE_LIMIT,
 ) -> BatchRun:
     """Run ``config``'s agent once per item, ``concurrency`` at a time.
 
@@ -273,6 +290,11 @@ def run_batch(
             cancellation stay here, on the driver.
         ray_address: The Ray cluster to connect to (default: ``RAY_ADDRESS``,
             else a local Ray instance that is shut down at the end).
+        run_wide_limit: Stop launching items once this many in a row failed,
+            before any succeeded, in a way every item will (the command is
+            missing, the agent requires authentication); items in flight end
+            as they end, the rest get no result, and ``BatchRun.stop_reason``
+            says why. None or 0: never stop.
 
     Returns:
         A ``BatchRun``: an async context manager and async iterator of
@@ -319,4 +341,5 @@ def run_batch(
         on_result=on_result,
         attempt=attempt,
         setup=setup,
+        run_wide_limit=run_wide_limit,
     )

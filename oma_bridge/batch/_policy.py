@@ -4,6 +4,11 @@ Pure: no I/O, no clock, no event loop. An engine reduces each attempt to an
 ``Outcome``, asks ``RetryPolicy.delay`` whether and when to try again, and
 reports the item with ``final_result`` or ``cancelled_result``.
 
+Run-wide failures: a failure that every item will hit (the agent command is
+missing, the agent requires a login) stops a batch from launching more items
+once ``RUN_WIDE_LIMIT`` items in a row failed so with no success before them
+(``RunWideStop``); items in flight end as they end, the rest get no result.
+
 Cancel rules, the same in both engines: once a batch is cancelled no item
 starts and none is retried; an item in flight (running, or waiting for its
 retry) is stopped and reported by ``cancelled_result``; an item whose attempt
@@ -16,9 +21,11 @@ from typing import TYPE_CHECKING, NamedTuple, final
 
 from ..bridge import (
     BackendExitError,
+    BackendStartError,
     BackendTimeout,
     OmaBridgeError,
     ProtocolError,
+    RemoteError,
     TokenUsage,
 )
 from ._items import BatchItem, BatchResult
@@ -33,11 +40,23 @@ RETRYABLE = (BackendExitError, BackendTimeout, ProtocolError)
 CANCELLED = "CANCELLED"
 #: The longest wait before a retry, in seconds, however many attempts failed.
 MAX_BACKOFF = 60.0
+#: Items in a row failing run-wide, with no success before, that stop a batch.
+RUN_WIDE_LIMIT = 3
+#: ACP's JSON-RPC error code for "authentication required".
+_AUTH_REQUIRED = -32000
 
 
 def is_retryable(error: BaseException | None) -> bool:
     """Whether a retry can help after ``error``: never for a terminal one."""
     return isinstance(error, RETRYABLE) and not error.terminal
+
+
+def is_run_wide(error: BaseException | None) -> bool:
+    """Whether every item will fail as ``error`` did: the agent cannot start, or
+    it requires authentication that was not given."""
+    if isinstance(error, RemoteError):
+        return error.rpc_code == _AUTH_REQUIRED
+    return isinstance(error, BackendStartError)
 
 
 class Outcome(NamedTuple):
@@ -50,6 +69,8 @@ class Outcome(NamedTuple):
     exit_code: int | None
     retryable: bool
     usage: TokenUsage
+    #: Every item would fail the same way (see ``is_run_wide``).
+    run_wide: bool = False
 
     @classmethod
     def of(cls, result: AgentRunResult) -> Outcome:
@@ -66,6 +87,7 @@ class Outcome(NamedTuple):
             result.exit_code,
             is_retryable(error),
             result.token_usage,
+            is_run_wide(error),
         )
 
     @classmethod
@@ -73,7 +95,7 @@ class Outcome(NamedTuple):
         """An attempt that produced nothing: refused at the boundary (a retry
         cannot help), or stopped by the driver's deadline (it can)."""
         return cls(False, "", error.code, str(error), None, is_retryable(error),
-                   TokenUsage())  # fmt: skip
+                   TokenUsage(), is_run_wide(error))  # fmt: skip
 
     @classmethod
     def lost(cls, kind: str, message: str) -> Outcome:
@@ -112,6 +134,43 @@ class RetryPolicy:
         if attempts > self.retries:
             return None
         return backoff_delay(self.backoff, attempts)
+
+
+@final
+class RunWideStop:
+    """Decides when a batch stops launching because every item would fail.
+
+    Trips when ``limit`` final results in a row failed run-wide before any item
+    succeeded; a success first disarms it for good (an agent that ran once can
+    start), another failure resets the count. Cancelled results do not count.
+
+    Attributes:
+        reason: Why the batch stopped launching (a sentence for the user,
+            ending with a sample error), once tripped; else None.
+    """
+
+    __slots__ = ("_count", "_limit", "reason")
+
+    def __init__(self, limit: int | None = RUN_WIDE_LIMIT) -> None:
+        self._limit = limit or 0  # 0 or None: never
+        self._count = 0
+        self.reason: str | None = None
+
+    def add(self, outcome: Outcome) -> None:
+        """Count the last attempt's outcome of an item that ended."""
+        if self.reason is not None or self._limit <= 0:
+            return
+        if outcome.success:
+            self._limit = 0
+            return
+        self._count = self._count + 1 if outcome.run_wide else 0
+        if self._count >= self._limit:
+            message = (outcome.error_message or "").strip().partition("\n")[0]
+            self.reason = (
+                f"stopped launching items after {self._count} in a row failed, "
+                f"none succeeding, in a way every item will: {outcome.error_kind}: "
+                f"{message}"
+            )
 
 
 def backoff_delay(backoff: float, attempts: int) -> float:

@@ -15,8 +15,10 @@ from .events import DoneEvent, ErrorEvent
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
+    from contextlib import AbstractContextManager
     from types import TracebackType
 
+    from anyio.from_thread import BlockingPortal
     from typing_extensions import Self
 
     from ._hooks import AfterRunHook, BeforeRunHook
@@ -98,7 +100,9 @@ class Agent:
 
     Use ``async with Agent(config) as agent:`` so that backends holding a
     long-lived child (ACP) are closed when the block ends; ``aclose()`` does the
-    same by hand.
+    same by hand. From synchronous code, ``with Agent(config) as agent:`` keeps
+    the agent (an ACP agent's process and session) across ``run_sync`` calls
+    and closes it when the block ends.
     """
 
     def __init__(self, config: AgentConfig) -> None:
@@ -112,6 +116,12 @@ class Agent:
         self._hookless = dataclasses.replace(
             config, before_run=None, after_run=None, history=self.get_history() or None
         )
+        # Inside ``with``: whether it was entered, and the event loop (in a thread
+        # of its own) that holds the backend between run_sync calls, once needed.
+        self._held = False
+        self._portal: (
+            tuple[AbstractContextManager[BlockingPortal], BlockingPortal] | None
+        ) = None
 
     @property
     def input_profile(self) -> InputProfile:
@@ -127,6 +137,37 @@ class Agent:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    def __enter__(self) -> Self:
+        """Keep the agent across ``run_sync`` calls until the block ends.
+
+        A backend that needs an event loop (ACP, or any run with hooks) gets
+        one in a background thread, started at the first such run; an ACP
+        agent's process and session then serve every run of the block. For
+        synchronous code only; async code uses ``async with``.
+        """
+        if self._held:
+            raise RuntimeError("an Agent can be entered with `with` only once")
+        self._held = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the backend (its agent process tree is stopped and reaped) and
+        the background event loop, if one was started."""
+        self._held = False
+        held, self._portal = self._portal, None
+        if held is None:
+            return
+        manager, portal = held
+        try:
+            portal.call(self.aclose)
+        finally:
+            manager.__exit__(exc_type, exc, tb)
 
     async def aclose(self) -> None:
         """Close the backend: stop any long-lived agent process it holds."""
@@ -181,30 +222,74 @@ class Agent:
         A backend that can run without an event loop (a ``BlockingBackend``: the
         process backend) is driven directly when no hook is set, blocking in
         ``select()``; starting no event loop keeps a one-shot run fast to start.
-        Otherwise the run goes through ``anyio.run`` and the backend is closed
+        Otherwise, inside ``with Agent(config) as agent:``, the run goes to the
+        event loop the block keeps in a background thread (``on_event`` is then
+        called from that thread) and the backend stays open for the next run;
+        outside one, it goes through ``anyio.run`` and the backend is closed
         when it ends (nothing outlives its event loop, so an ACP session is not
         kept between calls). Not for use inside async code. ``on_event`` sees
         every event as it comes, the terminal one last.
 
         Raises:
             InvalidMessageError, UnsupportedContentBlockError: see ``stream``.
-            KeyboardInterrupt: after the agent's process tree was stopped.
+            KeyboardInterrupt: after the agent's process tree was stopped (or,
+                inside ``with``, its turn cancelled).
         """
         request = self.admit(input)
         backend = self._get_backend()
         hooked = self.config.before_run is not None or self.config.after_run is not None
         if isinstance(backend, BlockingBackend) and not hooked:
             return backend.run_blocking(request, on_event)
+        if self._held:
+            return self._run_held(request.messages, on_event)
         import anyio
 
         return anyio.run(self._run_calling_back, request.messages, on_event)
+
+    def _run_held(
+        self,
+        messages: list[LLMMessage],
+        on_event: Callable[[StreamEvent], object] | None,
+    ) -> AgentRunResult:
+        """Run on the block's event loop; an interrupt cancels the run and waits
+        until it has ended before it propagates."""
+        import threading
+
+        if self._portal is None:
+            from anyio.from_thread import start_blocking_portal
+
+            manager = start_blocking_portal()
+            self._portal = (manager, manager.__enter__())
+        ended = threading.Event()
+
+        async def run() -> AgentRunResult:
+            try:
+                return await self._run_events(messages, on_event)
+            finally:
+                ended.set()
+
+        future = self._portal[1].start_task_soon(run)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # cancels the run's scope; its cleanup is bounded
+            ended.wait()
+            raise
 
     async def _run_calling_back(
         self,
         messages: list[LLMMessage],
         on_event: Callable[[StreamEvent], object] | None,
     ) -> AgentRunResult:
-        async with self, AgentStream(self, messages, history=None) as events:
+        async with self:
+            return await self._run_events(messages, on_event)
+
+    async def _run_events(
+        self,
+        messages: list[LLMMessage],
+        on_event: Callable[[StreamEvent], object] | None,
+    ) -> AgentRunResult:
+        async with AgentStream(self, messages, history=None) as events:
             async for event in events:
                 if on_event is not None:
                     on_event(event)

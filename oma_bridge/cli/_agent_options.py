@@ -118,6 +118,32 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         metavar="ID",
         help="the agent's authentication method to use when it asks for one",
     )
+    acp.add_argument(
+        "--mode", metavar="ID", help="switch the session to this mode, if offered"
+    )
+    acp.add_argument(
+        "--model",
+        metavar="ID",
+        help="set the session's model config option (= --config model=ID)",
+    )
+    acp.add_argument(
+        "--config",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="set a session config option the agent offers (repeatable); one "
+        "it does not offer is skipped with a warning",
+    )
+    acp.add_argument(
+        "--mcp-server",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help='give the session an MCP server (repeatable): NAME="CMD ARGS" '
+        "for a stdio server (split like --acp), or its ACP description as a "
+        'JSON object, e.g. \'{"type": "http", "name": "docs", "url": '
+        '"https://...", "headers": []}\'',
+    )
 
 
 def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
@@ -194,13 +220,38 @@ def _split(transport: str, command: str) -> list[str]:
 
 def _env(items: list[str]) -> dict[str, str]:
     """``--env NAME=VALUE`` options as a dict."""
-    env = {}
+    return _pairs("--env", items, "NAME=VALUE")
+
+
+def _pairs(option: str, items: list[str], shape: str = "KEY=VALUE") -> dict[str, str]:
+    """``NAME=VALUE`` options as a dict; a malformed one names ``option``."""
+    pairs = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
-        env[name] = value
-    return env
+            raise ValueError(f"{option} expects {shape}, got {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def _mcp_server(spec: str) -> dict[str, Any]:
+    """An ``--mcp-server``: a JSON object as ACP describes a server, or the
+    short form ``NAME=CMD ARGS`` for a stdio server."""
+    if spec.lstrip().startswith("{"):
+        import json
+
+        try:
+            server = json.loads(spec)
+        except ValueError as exc:
+            raise ValueError(f"--mcp-server: not valid JSON ({exc})") from None
+        if not isinstance(server, dict) or not isinstance(server.get("name"), str):
+            raise ValueError('--mcp-server: a JSON server needs a string "name"')
+        return server
+    name, sep, command = spec.partition("=")
+    argv = _split("mcp-server", command) if sep else []
+    if not name or not argv:
+        raise ValueError(f'--mcp-server expects NAME="CMD ARGS" or JSON, got {spec!r}')
+    return {"name": name, "command": argv[0], "args": argv[1:], "env": []}
 
 
 def _process_backend(
@@ -219,6 +270,10 @@ def _process_backend(
             ("--fs", args.fs),
             ("--terminal", args.terminal),
             ("--auth-method", args.auth_method),
+            ("--mode", args.mode),
+            ("--model", args.model),
+            ("--config", args.config),
+            ("--mcp-server", args.mcp_server),
         )
         if given
     ]
@@ -248,6 +303,10 @@ def _acp_backend(
         "fs": args.fs,
         "terminal": args.terminal,
         "auth_method": args.auth_method,
+        "mode": args.mode,
+        "config_options": _pairs("--config", args.config)
+        | ({"model": args.model} if args.model else {}),
+        "mcp_servers": tuple(_mcp_server(spec) for spec in args.mcp_server),
     }
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").

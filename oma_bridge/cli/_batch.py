@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ._agent_options import add_agent_options, agent_config
-from ._batch_input import Problem, Scan, items, readable_twice, recorded_ids, scan
+from ._batch_input import Problem, Recorded, Scan, items, readable_twice, recorded, scan
 from ._batch_progress import Display, Tally, summary
 from ._main import (
     EXIT_CLOSED_STDOUT,
@@ -39,10 +39,11 @@ if TYPE_CHECKING:
 _MAX_REPORTED = 20
 
 EXIT_STATUS = f"""\
-exit status:
+exit status (over every result in --output, earlier runs' included):
   {EXIT_OK}    every item succeeded
-  {EXIT_FAILED}    some item failed, invalid lines were skipped, or a result could
-       not be written (the batch stopped; --resume continues it)
+  {EXIT_FAILED}    some item failed or was not run, invalid lines were skipped, the
+       batch stopped after items failed in a way every item would (a missing
+       command, a login required), or a result could not be written
   {EXIT_USAGE}    bad arguments, or invalid input lines (nothing ran)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM, SIGHUP): running items were
        stopped and recorded as cancelled; --resume runs them and the rest
@@ -86,8 +87,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     opts.add_argument(
         "--resume",
         action="store_true",
-        help="skip the ids already recorded in --output (except cancelled ones) "
-        "and run the rest",
+        help="skip every id already recorded in --output, failed or not (a "
+        "cancelled one runs again), and run the rest",
+    )
+    opts.add_argument(
+        "--resume-failed",
+        action="store_true",
+        help="as --resume, but run the recorded failures again too: their "
+        "results are removed from --output first (rewritten in place), so it "
+        "keeps one result per id",
     )
     opts.add_argument(
         "--retries",
@@ -206,7 +214,7 @@ def batch_command(args: argparse.Namespace) -> int:
         return fail(refused)
     with readable_twice(args.input_file) as path:
         try:
-            found = scan(path)
+            found = scan(path, args.input_file)
         except OSError as exc:
             return fail(
                 f"cannot read {args.input_file}: {exc.strerror or exc}; "
@@ -218,23 +226,33 @@ def batch_command(args: argparse.Namespace) -> int:
                 f"{len(found.problems)} invalid line(s) in {args.input_file}; "
                 "nothing was run (fix them, or pass --skip-invalid)"
             )
-        done: set[str | int] = set()
-        if args.resume and os.path.exists(args.output):
-            done = recorded_ids(args.output)
+        done = Recorded(set(), set())
+        if _resuming(args) and os.path.exists(args.output):
+            try:
+                done = recorded(
+                    args.output, rerun_failed=args.resume_failed, ids=found.ids
+                )
+            except OSError as exc:
+                return fail(f"cannot resume {args.output}: {exc.strerror or exc}")
         return _run(args, config, path, found, done)
+
+
+def _resuming(args: argparse.Namespace) -> bool:
+    return bool(args.resume or args.resume_failed)
 
 
 def _refused(args: argparse.Namespace) -> str | None:
     """Why the options cannot run as given, or None."""
-    if args.resume and args.output is None:
-        return "--resume needs --output FILE (the results to continue)"
+    if _resuming(args) and args.output is None:
+        flag = "--resume-failed" if args.resume_failed else "--resume"
+        return f"{flag} needs --output FILE (the results to continue)"
     if args.output is not None and (unwritable := _unwritable(args.output)):
         return unwritable
-    if args.output is not None and not args.resume and os.path.exists(args.output):
+    if args.output is not None and not _resuming(args) and os.path.exists(args.output):
         if os.path.getsize(args.output) > 0:
             return (
-                f"{args.output} already holds results; use --resume to continue "
-                "it, or choose another --output"
+                f"{args.output} already holds results; use --resume (or "
+                "--resume-failed) to continue it, or choose another --output"
             )
     if args.backoff < 0:
         return "--backoff must not be negative"
@@ -270,18 +288,18 @@ def _run(
     config: AgentConfig,
     path: str,
     found: Scan,
-    done: set[str | int],
+    done: Recorded,
 ) -> int:
     skip = {problem.line for problem in found.problems}
-    todo = items(path, found.jsonl, skip, done)
-    resumed = len(found.ids & done)
+    todo = items(path, found.jsonl, skip, done.done)
+    resumed = len(found.ids & done.done)
     tally = Tally(found.valid - resumed)
     try:
         writer = Writer(args.output)
     except OSError as exc:
         return fail(f"cannot write --output {args.output}: {exc.strerror or exc}")
     try:
-        cancelled = _execute(args, config, todo, writer, tally)
+        cancelled, stop_reason = _execute(args, config, todo, writer, tally)
     except ImportError as exc:
         return fail(str(exc))
     except BaseException as exc:
@@ -290,19 +308,31 @@ def _run(
         return fail(str(error), EXIT_FAILED)
     finally:
         writer.close()
+    if stop_reason is not None:
+        sys.stderr.write(
+            f"oma-bridge: {stop_reason}\noma-bridge: fix that, then run the "
+            "batch again with --resume-failed\n"
+        )
     sys.stderr.write(
-        summary(tally, len(found.problems), resumed, args.output or "stdout")
+        summary(
+            tally,
+            len(found.problems),
+            (resumed, len(done.failed)),
+            args.output or "stdout",
+        )
     )
     sys.stderr.flush()
-    return _status(args, tally, cancelled, bool(found.problems))
+    failed_before = bool(done.failed)
+    return _status(args, tally, cancelled, bool(found.problems) or failed_before)
 
 
 def _status(
-    args: argparse.Namespace, tally: Tally, cancelled: bool, problems: bool
+    args: argparse.Namespace, tally: Tally, cancelled: bool, failed: bool
 ) -> int:
+    """The exit status; ``failed``: invalid lines, or failures recorded before."""
     if cancelled and not (args.fail_fast and tally.failed):
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if problems or not tally.all_succeeded else EXIT_OK
+    return EXIT_FAILED if failed or not tally.all_succeeded else EXIT_OK
 
 
 def _execute(
@@ -311,12 +341,13 @@ def _execute(
     todo: Iterator[BatchItem],
     writer: Writer,
     tally: Tally,
-) -> bool:
-    """Run the batch, blocking where the agent allows; whether it was cancelled."""
-    cancelled = _run_sync(args, config, todo, writer, tally)
-    if cancelled is None:
-        cancelled = _run_async(args, config, todo, writer, tally)
-    return cancelled
+) -> tuple[bool, str | None]:
+    """Run the batch, blocking where the agent allows; whether it was cancelled,
+    and why it stopped launching items on its own, if it did."""
+    ran = _run_sync(args, config, todo, writer, tally)
+    if ran is None:
+        ran = _run_async(args, config, todo, writer, tally)
+    return ran
 
 
 def _record(result: BatchResult, writer: Writer, tally: Tally, fail_fast: bool) -> bool:
@@ -332,9 +363,9 @@ def _run_sync(
     todo: Iterator[BatchItem],
     writer: Writer,
     tally: Tally,
-) -> bool | None:
+) -> tuple[bool, str | None] | None:
     """Run the batch without an event loop where the agent allows (a process
-    agent, no hooks); whether it was cancelled, or None when it cannot run so."""
+    agent, no hooks); as ``_execute``, or None when it cannot run so."""
     if args.executor != "local":
         return None
     from ..batch._blocking import sync_batch
@@ -361,7 +392,7 @@ def _run_sync(
         for result in batch.results(on_tick=display.refresh):
             if _record(result, writer, tally, args.fail_fast):
                 batch.cancel()
-    return batch.is_cancelled
+    return batch.is_cancelled, batch.stop_reason
 
 
 def _stopping_signals() -> tuple[signal.Signals, ...]:
@@ -375,9 +406,8 @@ def _run_async(
     todo: Iterator[BatchItem],
     writer: Writer,
     tally: Tally,
-) -> bool:
-    """Run the batch on an event loop (ACP agents, hooks, Ray); whether it was
-    cancelled."""
+) -> tuple[bool, str | None]:
+    """Run the batch on an event loop (ACP agents, hooks, Ray); as ``_execute``."""
     import anyio
 
     from .. import run_batch
@@ -393,7 +423,7 @@ def _run_async(
         ray_address=args.ray_address,
     )
     anyio.run(_drive, batch, writer, tally, args.fail_fast)
-    return batch.is_cancelled
+    return batch.is_cancelled, batch.stop_reason
 
 
 async def _drive(

@@ -7,7 +7,9 @@ while the batch runs, so memory does not grow with the number of items.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple, cast
@@ -34,8 +36,11 @@ class Scan(NamedTuple):
     ids: set[str | int]
 
 
-def _is_jsonl(path: str) -> bool:
-    """JSON Lines when the first non-blank line is an object."""
+def _is_jsonl(path: str, name: str) -> bool:
+    """JSON Lines when named so (a line that is not an object is then reported,
+    not run as text), or when the first non-blank line is an object."""
+    if name.lower().endswith((".jsonl", ".ndjson")):
+        return True
     with open(path, "rb") as f:
         for raw in f:
             if raw.strip():
@@ -86,9 +91,14 @@ def _item(
     ), None
 
 
-def scan(path: str) -> Scan:
-    """Check every line; find malformed ones and duplicate ids."""
-    jsonl = _is_jsonl(path)
+def scan(path: str, name: str | None = None) -> Scan:
+    """Check every line; find malformed ones and duplicate ids.
+
+    Args:
+        path: The file to read.
+        name: The name the user gave it (``path`` may be a copy of stdin).
+    """
+    jsonl = _is_jsonl(path, path if name is None else name)
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         if not jsonl:  # one prompt per non-blank line, its number the id
             ids: set[str | int] = {n for n, line in enumerate(f, 1) if line.strip()}
@@ -124,27 +134,104 @@ def items(
                 yield item
 
 
-def recorded_ids(path: str) -> set[str | int]:
-    """Ids with a final (not cancelled) record in ``path``; repairs a cut last line.
+class Recorded(NamedTuple):
+    """What a results file already holds for a resumed batch."""
 
-    A ``kill -9`` can leave the last line half written. It is cut off, so that
-    the next record starts on a line of its own; the item it held runs again.
+    done: set[str | int]  # ids not to run again
+    failed: set[str | int]  # of those, the ids whose result is a failure
+
+
+def recorded(
+    path: str, *, rerun_failed: bool = False, ids: set[str | int] | None = None
+) -> Recorded:
+    """The ids ``path`` records; it is rewritten without the results superseded.
+
+    A later line for an id wins over an earlier one. A cancelled result (and,
+    with ``rerun_failed``, a failed one) is removed, so that its item runs
+    again and the file keeps one result per id; the rewrite goes to a
+    temporary file renamed over ``path``, so a kill leaves one or the other. A
+    ``kill -9`` can leave the last line half written: it is cut off, so that the
+    next result starts on a line of its own, and its item runs again.
+
+    Args:
+        ids: The input's ids, when known: results of other ids are kept as
+            they are (they cannot run again).
     """
-    done: set[str | int] = set()
-    with open(path, "rb+") as f:
-        good_end = 0
+    last, cancelled, good_end = _latest(path)
+    again = {k for k, ok in last.items() if k in cancelled or (rerun_failed and not ok)}
+    if ids is not None:
+        again &= ids
+    if again:
+        _rewrite(path, good_end, again)
+    elif good_end < os.path.getsize(path):
+        with open(path, "rb+") as f:
+            f.truncate(good_end)
+    done = {key for key in last if key not in again}
+    return Recorded(done, {key for key in done if not last[key]})
+
+
+def _latest(path: str) -> tuple[dict[str | int, bool], set[str | int], int]:
+    """Each id's latest result (succeeded or not), the ids whose latest result
+    is cancelled, and where the whole lines end."""
+    last: dict[str | int, bool] = {}
+    cancelled: set[str | int] = set()
+    good_end = 0
+    with open(path, "rb") as f:
         for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                record = json.loads(raw)
-            except ValueError:
+            whole = _record(raw)
+            if whole is None:
                 break
             good_end += len(raw)
-            if isinstance(record, dict) and not record.get("cancelled"):
-                done.add(record.get("id"))  # type: ignore[arg-type]
-        f.truncate(good_end)
-    return done
+            record, key = whole[0], _id(whole[0])
+            if isinstance(record, dict) and key is not None:
+                last[key] = record.get("success") is True
+                if record.get("cancelled"):
+                    cancelled.add(key)
+                else:
+                    cancelled.discard(key)
+    return last, cancelled, good_end
+
+
+def _record(raw: bytes) -> tuple[JSONValue] | None:
+    """A whole line's JSON value (in a tuple: it may be null), or None when the
+    line is torn."""
+    if not raw.endswith(b"\n"):
+        return None
+    try:
+        return (cast("JSONValue", json.loads(raw)),)
+    except ValueError:
+        return None
+
+
+def _id(record: JSONValue) -> str | int | None:
+    """A result's id, if it has a valid one."""
+    key = record.get("id") if isinstance(record, dict) else None
+    return key if isinstance(key, (str, int)) and not isinstance(key, bool) else None
+
+
+def _rewrite(path: str, end: int, drop: set[str | int]) -> None:
+    """``path``'s first ``end`` bytes without the results of the ids in ``drop``."""
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".oma-batch-", dir=folder)
+    try:
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as target:
+            for raw in source:
+                if end <= 0:
+                    break
+                end -= len(raw)
+                whole = _record(raw)
+                if whole is None or _id(whole[0]) not in drop:
+                    target.write(raw)
+            target.flush()
+            os.fsync(target.fileno())
+        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 @contextmanager

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 #: How often (seconds) the progress line is logged when stderr is not a terminal;
 #: OMA_BRIDGE_PROGRESS_EVERY overrides it (read when a batch starts).
 LOG_EVERY = 10.0
+#: How much of a sample error message the summary shows per failure kind.
+_SAMPLE_CHARS = 200
 
 
 class Tally:
@@ -33,6 +35,7 @@ class Tally:
         self.cancelled = 0
         self.durations: list[float] = []
         self.kinds: Counter[str] = Counter()
+        self.samples: dict[str, str] = {}  # kind -> its first error message
         self.started = time.monotonic()
 
     @property
@@ -53,7 +56,9 @@ class Tally:
             self.succeeded += 1
         else:
             self.failed += 1
-            self.kinds[result.error_kind or "UNKNOWN"] += 1
+            kind = result.error_kind or "UNKNOWN"
+            self.kinds[kind] += 1
+            self.samples.setdefault(kind, result.error_message or "")
 
     def rate(self, now: float) -> float:
         """Items done per second so far."""
@@ -75,16 +80,23 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def summary(tally: Tally, skipped: int, resumed: int, where: str) -> str:
-    """The closing report: counts, then durations and failures by kind if any."""
+def summary(tally: Tally, skipped: int, resumed: tuple[int, int], where: str) -> str:
+    """The closing report: counts, then durations, and each failure kind with
+    its count and a sample message (redacted).
+
+    Args:
+        resumed: Items skipped as recorded already, and the failures recorded.
+    """
     parts = [
         f"batch: {tally.done} items run: {tally.succeeded} succeeded, "
         f"{tally.failed} failed, {tally.cancelled} cancelled"
     ]
     if skipped:
         parts.append(f"{skipped} invalid lines skipped")
-    if resumed:
-        parts.append(f"{resumed} already done (resumed)")
+    if resumed[0]:
+        parts.append(f"{resumed[0]} already done (resumed)")
+    if resumed[1]:
+        parts.append(f"{resumed[1]} failed before (--resume-failed runs them again)")
     not_run = tally.total - tally.done
     if not_run > 0:
         parts.append(f"{not_run} not started")
@@ -96,12 +108,28 @@ def summary(tally: Tally, skipped: int, resumed: int, where: str) -> str:
             f"wall {time.monotonic() - tally.started:.1f}s"
         )
     if tally.kinds:
-        lines.append(
-            "  failures by kind: "
-            + ", ".join(f"{kind} {n}" for kind, n in tally.kinds.most_common())
-        )
+        lines.append("  failures by kind:")
+        lines.extend(_kinds(tally))
     lines.append(f"  results: {where}")
     return "\n".join(lines) + "\n"
+
+
+def _kinds(tally: Tally) -> list[str]:
+    """One line per failure kind: its count and the first message, shortened."""
+    # Messages are redacted where they are made; redacting again costs nothing
+    # next to a batch and guards the one place that prints them in bulk.
+    from ..backends._redact import redact
+
+    lines = []
+    for kind, count in tally.kinds.most_common():
+        # The first line says what happened; the last, for a crash, is the
+        # end of the agent's stderr.
+        said = redact(tally.samples.get(kind, "")).strip().splitlines() or [""]
+        sample = said[0] if len(said) == 1 else f"{said[0]} ... {said[-1].strip()}"
+        if len(sample) > _SAMPLE_CHARS:
+            sample = sample[: _SAMPLE_CHARS - 3] + "..."
+        lines.append(f"    {kind} {count}" + (f": e.g. {sample}" if sample else ""))
+    return lines
 
 
 def _log_every() -> float:

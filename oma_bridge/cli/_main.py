@@ -68,8 +68,11 @@ def _columns() -> int:
 _COMMANDS = ("run", "batch", "serve", "agents", "tasks")
 
 
-def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The parser; with a known command first, only that command's module loads.
+def _build_parser(
+    argv: Sequence[str],
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser and each command's own; with a known command first, only that
+    command's module loads.
 
     Each start pays for the imports of the commands it registers, and a fresh
     per-run job or an editor launch runs exactly one command.
@@ -91,7 +94,22 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     wanted = argv[0] if argv and argv[0] in _COMMANDS else None
     for name in (wanted,) if wanted else _COMMANDS:
         importlib.import_module(f"._{name}", __package__).add_parser(commands)
-    return parser
+    return parser, commands.choices
+
+
+def _parse(words: list[str]) -> argparse.Namespace:
+    """The arguments; an error names the command's usage, not the top-level one.
+
+    argparse reports an unknown option after the command with the top-level
+    usage; here the command's own parser reports it. Handlers reach their
+    parser as ``args.parser`` for the errors they find themselves.
+    """
+    parser, commands = _build_parser(words)
+    args, unknown = parser.parse_known_args(words)
+    args.parser = commands[args.command]
+    if unknown:
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.disable()
     words = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = _build_parser(words).parse_args(words)
+        args = _parse(words)
     finally:
         if program:
             gc.freeze()

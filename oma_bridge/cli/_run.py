@@ -18,6 +18,7 @@ from .. import (
     TextEvent,
     ToolCallEvent,
     ToolCallUpdateEvent,
+    UsageEvent,
 )
 from ._agent_options import add_agent_options, agent_config
 from ._main import (
@@ -35,10 +36,7 @@ from ._signals import Termination
 if TYPE_CHECKING:
     import argparse
 
-    from .. import (
-        AgentRunResult,
-        StreamEvent,
-    )
+    from .. import AgentRunResult, JSONValue, StreamEvent, TokenUsage
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,26 +53,39 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_agent_options(run, prompt_options=True)
     run.add_argument(
         "--format",
-        choices=("text", "json"),
+        choices=("text", "json", "jsonl"),
         default="text",
         help="text: stream the reply (default); json: print one result object "
-        "at the end",
+        "at the end; jsonl: one JSON object per event as it comes (text, thought, "
+        "tool_call, tool_call_update, plan, usage), then one done or error "
+        "object with the result and the exit status",
+    )
+    run.add_argument(
+        "--prompt-file",
+        metavar="PATH",
+        help="read the prompt from PATH (UTF-8 text; - reads stdin) instead of "
+        "giving PROMPT",
     )
     run.add_argument(
         "prompt",
         metavar="PROMPT",
+        nargs="?",
         help="the prompt text, or - to read it from stdin",
     )
     run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if (args.prompt is None) == (args.prompt_file is None):
+        args.parser.error("give the prompt as PROMPT or as --prompt-file PATH (one)")
+    source = args.prompt_file if args.prompt_file is not None else None
+    from_stdin = args.prompt == "-" or source == "-"
     try:
-        config = agent_config(args, interactive=args.prompt != "-")
+        config = agent_config(args, interactive=not from_stdin)
+        prompt = _prompt(args.prompt, source)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    show = _show if args.format == "text" else None
+    show = {"text": _show, "json": None, "jsonl": _show_jsonl}[args.format]
     termination = Termination()
     try:
         with termination.forwarded():
@@ -91,8 +102,40 @@ def run_command(args: argparse.Namespace) -> int:
     except OmaBridgeError as exc:  # rejected at the boundary: nothing was started
         return fail(str(exc))
     if args.format == "json":
-        _print_json(result)
+        _write_json(_result_json(result))
     return _exit_status(result)
+
+
+def _prompt(prompt: str | None, source: str | None) -> str:
+    """The prompt: PROMPT, stdin (``-``), or the text of ``--prompt-file``.
+
+    Raises:
+        ValueError: the file cannot be read or is not UTF-8 text.
+    """
+    if source is None:
+        return sys.stdin.read() if prompt == "-" else str(prompt)
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(source, "rb") as f:
+                data = f.read()
+    except OSError as exc:
+        raise ValueError(
+            f"cannot read --prompt-file {source}: {exc.strerror or exc}; "
+            "give a readable text file, or - for stdin"
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text, reason = "", f"byte {exc.start} is not UTF-8"
+    else:
+        reason = "it holds a NUL byte" if "\0" in text else ""
+    if reason:
+        raise ValueError(
+            f"--prompt-file {source} is not a text file ({reason}); give UTF-8 text"
+        )
+    return text
 
 
 def _show(event: StreamEvent) -> None:
@@ -129,11 +172,39 @@ def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> No
     sys.stderr.flush()
 
 
-def _print_json(result: AgentRunResult) -> None:
+def _show_jsonl(event: StreamEvent) -> None:
+    """One JSON object per event on stdout, flushed at once (for scripts)."""
+    if isinstance(event, (DoneEvent, ErrorEvent)):
+        record = {"type": event.type, **_result_json(event.result)}
+        record["exit_status"] = _status(event.result)
+    elif isinstance(event, UsageEvent):
+        record = {"type": event.type, **_usage_json(event.usage)}
+    else:
+        record = dict(event._asdict())
+        record = {"type": record.pop("type"), **record}
+    _write_json(record)
+
+
+def _write_json(record: dict[str, JSONValue]) -> None:
     import json
 
+    # default=str: a value an agent sent that JSON cannot hold stays visible.
+    sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _usage_json(usage: TokenUsage) -> dict[str, JSONValue]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost": usage.cost,
+    }
+
+
+def _result_json(result: AgentRunResult) -> dict[str, JSONValue]:
+    """The result as one JSON object (``--format json``, and jsonl's last line)."""
     error = result.error
-    payload = {
+    return {
         "success": result.success,
         "output": result.output,
         "exit_code": result.exit_code,
@@ -141,11 +212,7 @@ def _print_json(result: AgentRunResult) -> None:
         "aborted": result.aborted,
         "budget_exceeded": result.budget_exceeded,
         "output_truncated": result.output_truncated,
-        "token_usage": {
-            "input_tokens": result.token_usage.input_tokens,
-            "output_tokens": result.token_usage.output_tokens,
-            "cost": result.token_usage.cost,
-        },
+        "token_usage": _usage_json(result.token_usage),
         "tool_calls": [
             {
                 "id": call.id,
@@ -159,20 +226,25 @@ def _print_json(result: AgentRunResult) -> None:
         if error is None
         else {"type": type(error).__name__, "code": error.code, "message": str(error)},
     }
-    sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+
+
+def _status(result: AgentRunResult) -> int:
+    """The exit status a result gives (see EXIT_CODES)."""
+    if result.success:
+        return EXIT_OK
+    if isinstance(result.error, BackendTimeout):
+        return EXIT_TIMEOUT
+    if isinstance(result.error, BackendStartError):
+        return EXIT_NOT_FOUND
+    return EXIT_FAILED
 
 
 def _exit_status(result: AgentRunResult) -> int:
+    """The exit status; a failure also gets its one line on stderr."""
+    status = _status(result)
+    if status == EXIT_OK:
+        return status
     error = result.error
-    if result.success:
-        return EXIT_OK
-    if isinstance(error, BackendTimeout):
-        status = EXIT_TIMEOUT
-    elif isinstance(error, BackendStartError):
-        status = EXIT_NOT_FOUND
-    else:
-        status = EXIT_FAILED
     message = str(error) if error is not None else "the agent failed"
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]

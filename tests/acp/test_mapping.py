@@ -45,6 +45,19 @@ def test_text_and_resource_links_become_one_text() -> None:
     assert prompt_text([]) == ""
 
 
+def test_a_resource_link_touching_text_is_set_apart_by_a_space() -> None:
+    link = {"type": "resource_link", "name": "a.py", "uri": "file:///a.py"}
+    text = [{"type": "text", "text": "see"}, link, {"type": "text", "text": "now"}]
+    assert prompt_text(text) == "see [@a.py](file:///a.py) now"
+    assert prompt_text([link, link]) == "[@a.py](file:///a.py) [@a.py](file:///a.py)"
+    spaced = [{"type": "text", "text": "see\n"}, link, {"type": "text", "text": "."}]
+    assert prompt_text(spaced) == "see\n[@a.py](file:///a.py)."
+    assert (
+        prompt_text([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+        == "ab"
+    )
+
+
 @pytest.mark.parametrize("kind", ["image", "audio", "resource"])
 def test_a_block_the_agent_cannot_take_refuses_the_prompt(kind: str) -> None:
     blocks = [{"type": "text", "text": "look"}, {"type": kind, "data": "AAAA"}]
@@ -52,7 +65,8 @@ def test_a_block_the_agent_cannot_take_refuses_the_prompt(kind: str) -> None:
         prompt_text(blocks)
     assert caught.value.code == -32602
     assert "text-only" in caught.value.message
-    assert f"prompt[1] is a {kind} block" in caught.value.message
+    article = "a" if kind == "resource" else "an"
+    assert f"prompt[1] is {article} {kind} block" in caught.value.message
     assert caught.value.data == {"index": 1, "blockType": kind}
     assert kind not in PROMPT_BLOCKS
 

@@ -320,7 +320,7 @@ def test_output_that_holds_results_needs_resume(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--resume" in done.stderr
 
 
-@pytest.mark.parametrize("flag", ["--resume"])
+@pytest.mark.parametrize("flag", ["--resume", "--resume-failed"])
 def test_resume_needs_an_output_file(tmp_path: Path, flag: str) -> None:
     source = tmp_path / "in.txt"
     source.write_text("a\n")

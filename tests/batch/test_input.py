@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from oma_bridge import BatchItem
-from oma_bridge.cli._batch_input import Problem, items, parse, recorded_ids, scan
+from oma_bridge.cli._batch_input import Problem, items, parse, recorded, scan
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,5 +68,5 @@ def test_recorded_ids_skip_cancelled_records_and_cut_a_torn_line(
         '{"id": 1, "cancelled": false}\n{"id": 2, "cancelled": true}\n'
         '{"id": "x"}\n{"id": 3, "succ'
     )
-    assert recorded_ids(str(out)) == {1, "x"}
+    assert recorded(str(out)).done == {1, "x"}
     assert out.read_text().endswith('{"id": "x"}\n')  # the torn line is gone
