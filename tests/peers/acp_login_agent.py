@@ -5,7 +5,8 @@ default; ``session/prompt``, as claude-agent-acp does; or ``session/load``,
 advertising loadSession), ``--no-methods`` (advertise no auth methods),
 ``--data TEXT`` (the refusal carries ``data: {"details": TEXT}``), ``--internal
 TEXT`` (``session/new`` fails with -32603 "Internal error" and that detail
-instead), ``--still`` (``authenticate`` succeeds, the refusals go on).
+instead), ``--broken`` (also advertise ``broken``), ``--still``
+(``authenticate`` succeeds, the refusals go on).
 ``authenticate`` accepts ``token``; ``broken`` fails with -32603 and a detail;
 other ids get -32000. Env: ACP_LOG=path appends each method received.
 A prompt is answered with ``hello TEXT``.
@@ -40,6 +41,8 @@ METHODS = (
         },
     ]
 )
+if "--broken" in ARGS:
+    METHODS.append({"id": "broken", "name": "A login that fails"})
 
 
 def send(message: dict) -> None:
