@@ -41,7 +41,8 @@ LOGIN_COMMANDS: Mapping[str, str] = {
 _CLAUDE = "claude-agent-acp"
 _ROOT_HINT = (
     "claude-agent-acp refuses to run as root unless IS_SANDBOX=1 is in its "
-    "environment: pass --env IS_SANDBOX=1 (env={'IS_SANDBOX': '1'} in Python)"
+    "environment (IS_SANDBOX is {found} here): pass --env IS_SANDBOX=1 "
+    "(env={{'IS_SANDBOX': '1'}} in Python)"
 )
 
 
@@ -72,7 +73,6 @@ def auth_required(
         data=exc.data,
         auth_methods=agent.auth_methods,
         login_command=LOGIN_COMMANDS.get(name) if name else None,
-        hint=root_hint(config, agent.env),
         tried=tried,
         problem=problem,
     )
@@ -134,13 +134,16 @@ async def request_logged_in(
 
 
 def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:
-    """The hint for claude-agent-acp run as root without ``IS_SANDBOX``, if it
-    applies (it then fails its sessions with "Query closed before response")."""
-    if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX"):
+    """The hint for claude-agent-acp run as root without ``IS_SANDBOX=1``, if
+    it applies: the Claude Code it runs then exits ("cannot be used with
+    root/sudo privileges") and the session fails with "Query closed before
+    response received"."""
+    if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX") == "1":
         return None
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
-    return _ROOT_HINT
+    found = env.get("IS_SANDBOX")
+    return _ROOT_HINT.format(found="unset" if found is None else repr(found))
 
 
 def with_root_hint(

@@ -11,7 +11,7 @@
     ├── AgentRefusal
     ├── ProtocolError                .line_preview (the offending frame)
     └── RemoteError                  .method, .rpc_code, .rpc_message, .data
-        └── AuthRequiredError        .auth_methods, .login_command, .hint
+        └── AuthRequiredError        .auth_methods, .login_command
 
 Every class has ``.code``, a stable string naming the kind of failure
 (``"REMOTE_ERROR"``); a JSON-RPC error's own numeric code is ``.rpc_code``.
@@ -245,7 +245,6 @@ class AuthRequiredError(RemoteError):
         auth_methods: The ``authMethods`` the agent advertised at ``initialize``,
             as sent (``id``, ``name``, ``description``, ``type``, ...).
         login_command: The agent's own login command, when it is known.
-        hint: A known trap that may be the real cause, or None.
         tried: The ``auth_method`` that was tried (or refused), if any.
         problem: What went wrong with ``tried``, if anything.
     """
@@ -262,14 +261,12 @@ class AuthRequiredError(RemoteError):
         data: JSONValue = None,
         auth_methods: Sequence[Mapping[str, JSONValue]] = (),
         login_command: str | None = None,
-        hint: str | None = None,
         tried: str | None = None,
         problem: str | None = None,
     ) -> None:
         self.command = command
         self.auth_methods = tuple(dict(a) for a in auth_methods)
         self.login_command = login_command
-        self.hint = hint
         self.tried = tried
         self.problem = problem
         super().__init__(method, rpc_code=rpc_code, message=message, data=data)
@@ -300,8 +297,6 @@ class AuthRequiredError(RemoteError):
             if self.problem:
                 text += f" {self.problem}."
             text += f" Choose one with {option}ID, or {own}."
-        if self.hint:
-            text += f" {self.hint}"
         return text
 
 

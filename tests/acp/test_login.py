@@ -166,7 +166,10 @@ def test_known_agents_and_their_login_commands() -> None:
 )
 def test_root_hint_for_claude_agent_acp() -> None:
     claude = AcpBackendConfig(command="claude-agent-acp")
-    assert "IS_SANDBOX=1" in (root_hint(claude, {}) or "")
+    assert "IS_SANDBOX is unset here" in (root_hint(claude, {}) or "")
+    assert "IS_SANDBOX is 'yes' here" in (
+        root_hint(claude, {"IS_SANDBOX": "yes"}) or ""
+    )
     assert root_hint(claude, {"IS_SANDBOX": "1"}) is None
     assert root_hint(AcpBackendConfig(command="codex-acp"), {}) is None
 
