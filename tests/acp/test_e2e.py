@@ -5,7 +5,8 @@ OMA_BRIDGE_ACP_AGENTS at another prefix). Without credentials they answer
 ``initialize`` and refuse ``session/new`` (or, claude-agent-acp,
 ``session/prompt``) with -32000: the result must name the auth methods they
 advertise, or say that none is advertised, and their own login command.
-conftest's leak check proves the whole process group is gone afterwards (codex-acp's native binary ignores stdin closing).
+conftest's leak check proves the whole process group is gone afterwards
+(codex-acp's native binary ignores stdin closing).
 """
 
 from __future__ import annotations
