@@ -116,8 +116,18 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
     acp.add_argument(
         "--auth-method",
         metavar="ID",
-        help="the agent's authentication method to use when it asks for one",
+        help="log in with this of the agent's auth methods when it asks for a "
+        "login (the error lists them)",
     )
+
+
+def error_message(error: BaseException) -> str:
+    """``str(error)``, with a login's advice given in the CLI's terms."""
+    from .. import AuthRequiredError
+
+    if isinstance(error, AuthRequiredError):
+        return error.describe(option="--auth-method ")
+    return str(error)
 
 
 def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:

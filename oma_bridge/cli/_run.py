@@ -19,7 +19,7 @@ from .. import (
     ToolCallEvent,
     ToolCallUpdateEvent,
 )
-from ._agents import add_agent_options, agent_config
+from ._agents import add_agent_options, agent_config, error_message
 from ._main import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -30,6 +30,7 @@ from ._main import (
     HelpFormatter,
     fail,
 )
+from ._sessions import add_session_option, run_in_session, session_key
 from ._signals import Termination
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     add_agent_options(run, prompt_options=True)
+    add_session_option(run)
     run.add_argument(
         "--format",
         choices=("text", "json"),
@@ -71,6 +73,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_command(args: argparse.Namespace) -> int:
     try:
         config = agent_config(args, interactive=args.prompt != "-")
+        session = None if args.session is None else session_key(args.session, config)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
@@ -80,7 +83,10 @@ def run_command(args: argparse.Namespace) -> int:
         with termination.forwarded():
             # The process backend runs without an event loop here: a one-shot
             # CLI start then pays for no event loop at all.
-            result = Agent(config).run_sync(prompt, on_event=show)
+            if session is not None:
+                result = run_in_session(session, config, prompt, show)
+            else:
+                result = Agent(config).run_sync(prompt, on_event=show)
     except KeyboardInterrupt:
         if termination.signum is None:
             return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
@@ -173,7 +179,7 @@ def _exit_status(result: AgentRunResult) -> int:
         status = EXIT_NOT_FOUND
     else:
         status = EXIT_FAILED
-    message = str(error) if error is not None else "the agent failed"
+    message = error_message(error) if error is not None else "the agent failed"
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]
         message = f"{message.splitlines()[0]} Last stderr line: {last}"
