@@ -163,7 +163,11 @@ def _print_json(result: AgentRunResult) -> None:
         ],
         "error": None
         if error is None
-        else {"type": type(error).__name__, "code": error.code, "message": str(error)},
+        else {
+            "type": type(error).__name__,
+            "code": error.code,
+            "message": error_message(error),
+        },
     }
     sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     sys.stdout.flush()

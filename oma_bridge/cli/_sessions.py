@@ -11,12 +11,12 @@ used; an id the agent no longer knows gives a new session, said on stderr.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+# Loaded by every `run` (it owns --session): json and friends load on use.
 from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class SessionStore:
 
     def entries(self) -> list[dict[str, Any]]:
         """Every recorded session, as stored (a missing file holds none)."""
+        import json
+
         try:
             with open(self.path, encoding="utf-8") as file:
                 data = json.load(file)
@@ -110,6 +112,7 @@ class SessionStore:
             self._write(folder, entries)
 
     def _write(self, folder: str, entries: list[dict[str, Any]]) -> None:
+        import json
         import tempfile
 
         text = json.dumps({"version": _VERSION, "sessions": entries}, indent=2)
@@ -258,6 +261,8 @@ def _list(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     if args.json:
+        import json
+
         sys.stdout.write(json.dumps(entries, ensure_ascii=False) + "\n")
         return EXIT_OK
     if not entries:

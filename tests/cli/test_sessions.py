@@ -143,3 +143,15 @@ def test_an_agent_without_login_methods_is_told_apart(home: Path) -> None:
     assert done.returncode == 1
     assert "advertises no login method; log in with its own command" in done.stderr
     assert "--auth-method" not in done.stderr
+
+
+def test_an_unreadable_sessions_file_is_named(home: Path) -> None:
+    path = home / "state" / "oma-bridge" / "sessions.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    done = cli(home, "sessions", "list")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"oma-bridge: cannot read the named sessions in {path}"
+    )
+    assert "fix or remove that file" in done.stderr
