@@ -88,6 +88,7 @@ class AgentProcess:
         self.auth_methods: list[dict[str, JSONValue]] = []
         self.system_prompt_sent = False
         self.caps: dict[str, JSONValue] = {}  # agentCapabilities from initialize
+        self.initialized = False  # initialize was answered (caps are known)
         self.env: dict[str, str] = {}
         self.authenticated = False  # authenticate succeeded (done once at most)
         # While a session/load is in flight: its replayed updates go here.
@@ -164,6 +165,7 @@ class AgentProcess:
         )
         caps = init.get("agentCapabilities")
         self.caps = caps if isinstance(caps, dict) else {}
+        self.initialized = True
         if not open_session:
             return
         if config.session_id is None:
@@ -196,6 +198,16 @@ class AgentProcess:
         self.session_id = session_id
         await self._configure(result)
 
+    def reopen_method(self) -> tuple[str, Literal["load", "resume"]] | None:
+        """How an earlier session is opened again, per the agent's capabilities."""
+        caps = self.caps
+        session_caps = caps.get("sessionCapabilities")
+        if caps.get("loadSession") is True:
+            return m.SESSION_LOAD, "load"
+        if isinstance(session_caps, dict) and session_caps.get("resume") is not None:
+            return m.SESSION_RESUME, "resume"
+        return None
+
     async def load(self, session_id: str) -> SessionReplay:
         """Open the earlier session ``session_id``: ``session/load`` when the agent
         advertises ``loadSession``, else ``session/resume`` when it advertises
@@ -206,19 +218,14 @@ class AgentProcess:
             AuthRequiredError: it wants a login (see ``_auth``).
             RemoteError: it refused (e.g. an id it does not know).
         """
-        caps = self.caps
-        session_caps = caps.get("sessionCapabilities")
-        how: Literal["load", "resume"]
-        if caps.get("loadSession") is True:
-            method, how = m.SESSION_LOAD, "load"
-        elif isinstance(session_caps, dict) and session_caps.get("resume") is not None:
-            method, how = m.SESSION_RESUME, "resume"
-        else:
+        reopen = self.reopen_method()
+        if reopen is None:
             raise BackendStartError(
                 self.config.command,
                 reason=f"session {session_id!r} cannot be opened again: the agent "
                 "advertises neither loadSession nor session resume",
             )
+        method, how = reopen
         # A load replays the conversation as session/update notifications: they
         # are history, kept apart (on_session_update), never output of a run.
         self.session_id = session_id

@@ -130,6 +130,16 @@ class AcpBackend:
         return agent.session_id if agent is not None and agent.session_id else None
 
     @property
+    def can_load_sessions(self) -> bool | None:
+        """Whether the running agent can open an earlier session again (it
+        advertises ``loadSession`` or session resume); None until it answered
+        ``initialize``."""
+        agent = self._agent
+        if agent is None or not agent.initialized:
+            return None
+        return agent.reopen_method() is not None
+
+    @property
     def loaded(self) -> SessionReplay | None:
         """What the agent replayed when ``config.session_id`` was opened, once it
         was (history, never output of a run); None before, or for a new session."""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Iterator
 
-    from .. import AgentConfig, AgentRunResult, StreamEvent
+    from .. import Agent, AgentConfig, AgentRunResult, StreamEvent
 
 _VERSION = 1
 
@@ -203,13 +203,28 @@ async def _run(
                 if isinstance(event, (DoneEvent, ErrorEvent)):
                     result = event.result
         session_id = agent.session_id
-        if session_id is not None and session_id != known:
+        if session_id not in (None, known) and _can_load(agent, key):
             store.record(key, session_id)
     assert result is not None, "the stream ends with a terminal event"
     return result
 
 
-async def _load(agent: Any, key: SessionKey, session_id: str) -> None:
+def _can_load(agent: Agent, key: SessionKey) -> bool:
+    """False, said on stderr, for an agent that cannot open a session again."""
+    from .. import AcpBackend
+
+    backend = agent.backend
+    if not isinstance(backend, AcpBackend) or backend.can_load_sessions is not False:
+        return True
+    sys.stderr.write(
+        f"oma-bridge: this agent can neither load nor resume sessions; session "
+        f"{key.name!r} was not recorded (run without --session)\n"
+    )
+    sys.stderr.flush()
+    return False
+
+
+async def _load(agent: Agent, key: SessionKey, session_id: str) -> None:
     """Load the recorded session; an id the agent refuses gives a new one."""
     from .. import AuthRequiredError, RemoteError
 

@@ -13,7 +13,7 @@ from oma_bridge import AuthRequiredError, BackendStartError, RemoteError
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.acp._auth import agent_name, root_hint
 
-from .support import PEERS, WAIT, agent_for
+from .support import PEERS, WAIT, agent_for, when_sent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,6 +65,29 @@ async def test_auth_method_logs_in_before_a_load(tmp_path) -> None:
         "session/load",
         "authenticate",
         "session/load",
+        "session/prompt",
+    ]
+
+
+async def test_a_cancelled_load_stops_the_agent(tmp_path) -> None:
+    log = tmp_path / "log"
+    observe, loading = when_sent("session/load")
+    config = login_agent(log, "--at", "load", "--hang-load", on_frame=observe)
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(agent.load_session, "s1")
+                await loading.wait()
+                tg.cancel_scope.cancel()
+            assert agent.session_id is None
+            result = await agent.run("after")
+    assert result.output == "hello after"
+    # The agent whose load was cut short was stopped; the run started another.
+    assert received(log) == [
+        "initialize",
+        "session/load",
+        "initialize",
+        "session/new",
         "session/prompt",
     ]
 

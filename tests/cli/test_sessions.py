@@ -155,3 +155,16 @@ def test_an_unreadable_sessions_file_is_named(home: Path) -> None:
         f"oma-bridge: cannot read the named sessions in {path}"
     )
     assert "fix or remove that file" in done.stderr
+
+
+def test_an_agent_that_cannot_load_sessions_is_not_recorded(home: Path) -> None:
+    done = cli(
+        home, "run", "--acp", LOGIN_AGENT, "--auth-method", "token",
+        "--session", "x", "hi",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "hello hi")
+    assert done.stderr == (
+        "oma-bridge: this agent can neither load nor resume sessions; session 'x' "
+        "was not recorded (run without --session)\n"
+    )
+    assert not (home / "state" / "oma-bridge" / "sessions.json").exists()

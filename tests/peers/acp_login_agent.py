@@ -6,7 +6,8 @@ advertising loadSession), ``--no-methods`` (advertise no auth methods),
 ``--data TEXT`` (the refusal carries ``data: {"details": TEXT}``), ``--internal
 TEXT`` (``session/new`` fails with -32603 "Internal error" and that detail
 instead), ``--broken`` (also advertise ``broken``), ``--still``
-(``authenticate`` succeeds, the refusals go on).
+(``authenticate`` succeeds, the refusals go on), ``--hang-load`` (never
+answer ``session/load``).
 ``authenticate`` accepts ``token``; ``broken`` fails with -32603 and a detail;
 other ids get -32000. Env: ACP_LOG=path appends each method received.
 A prompt is answered with ``hello TEXT``.
@@ -117,6 +118,8 @@ def main() -> None:
         if LOG:
             with open(LOG, "a") as log:
                 log.write(method + "\n")
+        if method == "session/load" and "--hang-load" in ARGS:
+            continue
         result, error = answer(method, message.get("params") or {}, state)
         if error is not None:
             send({"id": mid, "error": error})
