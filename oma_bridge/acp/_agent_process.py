@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 from collections import deque
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
@@ -34,17 +34,19 @@ from ..bridge import (
     RemoteError,
 )
 from . import methods as m
+from ._auth import request_logged_in, with_root_hint
 from ._client_router import client_capabilities, client_router
 from ._files import FileSandbox
 from ._framing import NdjsonStream
 from ._permissions import CANCELLED_OUTCOME
+from ._replay import Replay
 from ._terminals import Terminals
 from .connection import Connection, RequestError
 
 if TYPE_CHECKING:
     import weakref
 
-    from ..bridge import JSONValue
+    from ..bridge import JSONValue, SessionReplay
     from ._client_config import AcpBackendConfig
     from ._routing import Params
     from ._turn import AcpRun
@@ -52,11 +54,6 @@ if TYPE_CHECKING:
 __all__ = ("AgentProcess",)
 
 logger = logging.getLogger(__name__)
-
-_AUTH_ADVICE = (
-    "set AcpBackendConfig.auth_method to one of these ids, or log in with the "
-    "agent's own command first"
-)
 
 
 def _select_values(options: JSONValue) -> list[str]:
@@ -90,7 +87,13 @@ class AgentProcess:
         self.session_id = ""
         self.auth_methods: list[dict[str, JSONValue]] = []
         self.system_prompt_sent = False
-        self.replaying = False
+        self.caps: dict[str, JSONValue] = {}  # agentCapabilities from initialize
+        self.initialized = False  # initialize was answered (caps are known)
+        self.env: dict[str, str] = {}
+        self.authenticated = False  # authenticate succeeded (done once at most)
+        # While a session/load is in flight: its replayed updates go here.
+        self.replay: Replay | None = None
+        self.loaded: SessionReplay | None = None  # what config.session_id replayed
         self.last_used = 0  # cumulative usage_update.used at the end of the last turn
         self.last_cost: float | None = None
         # The run whose turn is in flight: weak, so a run its consumer dropped
@@ -117,14 +120,15 @@ class AgentProcess:
 
     # -- start -----------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Spawn, initialize and open the session.
+    async def start(self, *, open_session: bool = True) -> None:
+        """Spawn, initialize and (unless told not to) open the session: a new
+        one, or ``config.session_id`` loaded (``loaded`` keeps its replay).
 
         Raises:
             OmaBridgeError: any failure; the caller stops this process.
         """
         config = self.config
-        env = child_env(config.env, config.scrub_env)
+        env = self.env = child_env(config.env, config.scrub_env)
         self.secrets = secret_values(env)
         argv = [
             resolve_executable(config.command, env.get("PATH"), self.cwd),
@@ -160,7 +164,14 @@ class AgentProcess:
             else []
         )
         caps = init.get("agentCapabilities")
-        await self._open_session(caps if isinstance(caps, dict) else {})
+        self.caps = caps if isinstance(caps, dict) else {}
+        self.initialized = True
+        if not open_session:
+            return
+        if config.session_id is None:
+            await self._open_session()
+        else:
+            self.loaded = await self.load(config.session_id)
 
     def _initialize_params(self) -> dict[str, JSONValue]:
         from .. import __version__
@@ -172,50 +183,73 @@ class AgentProcess:
             "clientInfo": {"name": "oma-bridge", "version": __version__},
         }
 
-    async def _open_session(self, caps: dict[str, JSONValue]) -> None:
-        config = self.config
-        params: dict[str, JSONValue] = {
+    def _session_params(self) -> dict[str, JSONValue]:
+        return {
             "cwd": self.cwd,
-            "mcpServers": [dict(s) for s in config.mcp_servers],
+            "mcpServers": [dict(s) for s in self.config.mcp_servers],
         }
-        if config.session_id is None:
-            result = await self._with_auth(m.SESSION_NEW, params)
-            session_id = result.get("sessionId") if isinstance(result, dict) else None
-            if not isinstance(session_id, str):
-                raise ProtocolError(
-                    "The agent answered session/new without a sessionId."
-                )
-            self.session_id = session_id
-        else:
-            params["sessionId"] = config.session_id
-            session_caps = caps.get("sessionCapabilities")
-            if caps.get("loadSession") is True:
-                method = m.SESSION_LOAD
-            elif (
-                isinstance(session_caps, dict)
-                and session_caps.get("resume") is not None
-            ):
-                method = m.SESSION_RESUME
-            else:
-                raise BackendStartError(
-                    config.command,
-                    reason=f"session_id={config.session_id!r} was given but the agent "
-                    "advertises neither loadSession nor session resume",
-                )
-            self.session_id = config.session_id
-            # A load replays the conversation as session/update notifications;
-            # they are history, not output of any run.
-            self.replaying = True
-            try:
-                result = await self._with_auth(method, params)
-            finally:
-                self.replaying = False
-            # The earlier session already carries the system prompt.
-            self.system_prompt_sent = True
-        if config.mode is not None and isinstance(result, dict):
-            await self._set_mode(result.get("modes"))
-        if config.config_options and isinstance(result, dict):
-            await self._set_config_options(result.get("configOptions"))
+
+    async def _open_session(self) -> None:
+        """``session/new``, then the wanted mode and config options."""
+        result = await request_logged_in(self, m.SESSION_NEW, self._session_params())
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str):
+            raise ProtocolError("The agent answered session/new without a sessionId.")
+        self.session_id = session_id
+        await self._configure(result)
+
+    def reopen_method(self) -> tuple[str, Literal["load", "resume"]] | None:
+        """How an earlier session is opened again, per the agent's capabilities."""
+        caps = self.caps
+        session_caps = caps.get("sessionCapabilities")
+        if caps.get("loadSession") is True:
+            return m.SESSION_LOAD, "load"
+        if isinstance(session_caps, dict) and session_caps.get("resume") is not None:
+            return m.SESSION_RESUME, "resume"
+        return None
+
+    async def load(self, session_id: str) -> SessionReplay:
+        """Open the earlier session ``session_id``: ``session/load`` when the agent
+        advertises ``loadSession``, else ``session/resume`` when it advertises
+        that (ACP, session setup). On failure no session is open.
+
+        Raises:
+            BackendStartError: the agent advertises neither.
+            AuthRequiredError: it wants a login (see ``_auth``).
+            RemoteError: it refused (e.g. an id it does not know).
+        """
+        reopen = self.reopen_method()
+        if reopen is None:
+            raise BackendStartError(
+                self.config.command,
+                reason=f"session {session_id!r} cannot be opened again: the agent "
+                "advertises neither loadSession nor session resume",
+            )
+        method, how = reopen
+        # A load replays the conversation as session/update notifications: they
+        # are history, kept apart (on_session_update), never output of a run.
+        self.session_id = session_id
+        replay = self.replay = Replay(max_output_bytes=self.config.max_output_bytes)
+        try:
+            result = await request_logged_in(
+                self, method, {**self._session_params(), "sessionId": session_id}
+            )
+        except BaseException:
+            self.session_id = ""
+            raise
+        finally:
+            self.replay = None
+        self.system_prompt_sent = True  # the earlier session carries it already
+        self.last_used, self.last_cost = replay.turn.used or 0, replay.turn.cost
+        self.session_used = False
+        await self._configure(result)
+        return replay.result(session_id, how)
+
+    async def _configure(self, opened: JSONValue) -> None:
+        if self.config.mode is not None and isinstance(opened, dict):
+            await self._set_mode(opened.get("modes"))
+        if self.config.config_options and isinstance(opened, dict):
+            await self._set_config_options(opened.get("configOptions"))
 
     async def _set_config_options(self, offered: JSONValue) -> None:
         """Set each wanted option the agent offers, with a value it offers."""
@@ -274,37 +308,6 @@ class AgentProcess:
                 {"sessionId": self.session_id, "modeId": self.config.mode},
             )
 
-    async def _with_auth(self, method: str, params: dict[str, JSONValue]) -> JSONValue:
-        assert self.conn is not None
-        try:
-            return await self.conn.request(method, params)
-        except RemoteError as exc:
-            if exc.rpc_code != m.AUTH_REQUIRED:
-                raise
-            if self.config.auth_method is None:
-                raise self.auth_error(exc) from None
-            ids = [a.get("id") for a in self.auth_methods]
-            if self.config.auth_method not in ids:
-                raise self.auth_error(
-                    exc, f"auth_method={self.config.auth_method!r} is not one of them"
-                ) from None
-        await self.conn.request(m.AUTHENTICATE, {"methodId": self.config.auth_method})
-        return await self.conn.request(method, params)
-
-    def auth_error(self, exc: RemoteError, advice: str = _AUTH_ADVICE) -> RemoteError:
-        """``exc`` (a -32000 answer) with the agent's advertised auth methods."""
-        offered = (
-            ", ".join(f"{a.get('id')} ({a.get('name')})" for a in self.auth_methods)
-            or "no authMethods at all"
-        )
-        return RemoteError(
-            exc.method,
-            rpc_code=exc.rpc_code,
-            message=f"{exc.rpc_message}. The agent requires authentication and "
-            f"advertises these auth methods: {offered}; {advice}.",
-            data=exc.data,
-        )
-
     # -- side channels ------------------------------------------------------------
 
     def _drain_stderr(self) -> None:
@@ -335,10 +338,12 @@ class AgentProcess:
         if self.config.on_update is not None:
             self.raw_updates.append(raw)
         run = self.run() if self.run is not None else None
-        if self.replaying or run is None:
-            return
         update = raw.get("update")
-        if isinstance(update, dict):
+        if not isinstance(update, dict):
+            return
+        if self.replay is not None:
+            self.replay.feed(update)
+        elif run is not None:
             run.turn.feed(update)
 
     async def pass_updates(self) -> None:
@@ -364,7 +369,7 @@ class AgentProcess:
         self.system_prompt_sent = False
         self.last_used, self.last_cost = 0, None  # usage is cumulative per session
         with anyio.move_on_after(self.config.startup_timeout) as scope:
-            await self._open_session({})
+            await self._open_session()
         if scope.cancelled_caught:
             raise BackendTimeout(
                 f"Opening a new session of the ACP agent {self.config.command!r}",
@@ -448,6 +453,8 @@ class AgentProcess:
         ProtocolError and add its stderr tail.
         """
         child = self.child
+        if isinstance(exc, RemoteError) and child is not None:
+            return with_root_hint(self, exc)
         if child is None or not isinstance(exc, ProtocolError):
             return exc
         if self.stream is not None and self.stream.at_eof:

@@ -118,10 +118,19 @@ class AcpBackendConfig:
             (``"in"``) the agent, for logging (``serve --transcript`` records
             the agent side this way); it must not block.
         extra_roots: More directories the file sandbox admits besides ``cwd``.
-        auth_method: The ``authMethods`` id to authenticate with when the agent
-            requires authentication.
+        auth_method: The ``authMethods`` id to log in with when the agent
+            answers -32000 (authentication required) at ``session/new``,
+            ``session/load`` or ``session/prompt``: ``authenticate`` is called
+            and the request retried once. Without it (or when the agent still
+            refuses) the run fails with ``AuthRequiredError``, which lists the
+            methods the agent advertises.
         startup_timeout: Seconds for spawn, ``initialize`` and the session.
-        session_id: Load or resume this earlier session instead of a new one.
+        session_id: Load this earlier session instead of opening a new one
+            (``session/load`` when the agent advertises ``loadSession``, else
+            ``session/resume`` when it advertises that; otherwise the first run
+            fails with ``BackendStartError``). What the agent replays is kept
+            in ``AcpBackend.loaded``, never reported as output of a run;
+            ``Agent.load_session`` does the same between runs.
         session_per_run: Open a new session (``session/new``) for every run
             after the first, on the same agent process, so that no run sees
             another's turns (batch jobs). Cannot be combined with ``session_id``.

@@ -102,10 +102,14 @@ def remote_error(method: str, error: JSONValue) -> RemoteError:
     """The ``RemoteError`` for an error object the peer answered ``method`` with."""
     if not isinstance(error, dict):
         error = {"code": m.INTERNAL_ERROR, "message": repr(error)}
+    from ..backends._redact import redact, redact_json
+
     code = error.get("code")
+    # The message and data are kept (data often says what "Internal error"
+    # hides), but they reach errors and logs: no secret may ride along.
     return RemoteError(
         method,
         rpc_code=code if isinstance(code, int) else m.INTERNAL_ERROR,
-        message=str(error.get("message", "")),
-        data=error.get("data"),
+        message=redact(str(error.get("message", ""))),
+        data=redact_json(error.get("data")),
     )

@@ -18,6 +18,7 @@ import anyio
 
 from ..bridge import (
     AgentRunResult,
+    AuthRequiredError,
     BackendTimeout,
     DoneEvent,
     ErrorEvent,
@@ -27,6 +28,7 @@ from ..bridge import (
     TokenUsage,
 )
 from . import methods as m
+from ._auth import login
 from ._updates import TurnUpdates, turn_end
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ class AcpRun:
         self._finished = False
         self._owns_backend = False
         self.closing = False
+        self._system_sent_before = False  # agent.system_prompt_sent before _prompt
 
     def __aiter__(self) -> Self:
         return self
@@ -195,6 +198,7 @@ class AcpRun:
         agent.session_used = True
         assert agent.conn is not None
         text = self._request.prompt
+        self._system_sent_before = agent.system_prompt_sent
         if self._request.system_prompt and not agent.system_prompt_sent:
             # ACP has no system prompt; the session's first prompt carries it.
             text = f"{self._request.system_prompt}\n\n{text}"
@@ -221,9 +225,15 @@ class AcpRun:
         except RemoteError as exc:
             # The agent refused this prompt but is still usable. Some agents
             # (claude-agent-acp) open a session and only then ask for a login.
-            if exc.rpc_code == m.AUTH_REQUIRED:
-                exc = agent.auth_error(exc)
-            return self._terminal(exc)
+            if exc.rpc_code != m.AUTH_REQUIRED:
+                return self._terminal(exc)
+            try:
+                await login(agent, exc)  # once per agent: a second refusal raises
+            except AuthRequiredError as error:
+                return self._terminal(error)
+            agent.system_prompt_sent = self._system_sent_before  # it was refused
+            await self._prompt(agent)
+            return await self._next_event()
         usage = self.turn.usage(reply)
         self._commit_usage()
         end = turn_end(reply)

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from ..bridge import InputProfile, RunRequest, RunStream
+    from ..bridge import InputProfile, RunRequest, RunStream, SessionReplay
 
 __all__ = (
     "AcpBackend",
@@ -129,6 +129,65 @@ class AcpBackend:
         agent = self._agent
         return agent.session_id if agent is not None and agent.session_id else None
 
+    @property
+    def can_load_sessions(self) -> bool | None:
+        """Whether the running agent can open an earlier session again (it
+        advertises ``loadSession`` or session resume); None until it answered
+        ``initialize``."""
+        agent = self._agent
+        if agent is None or not agent.initialized:
+            return None
+        return agent.reopen_method() is not None
+
+    @property
+    def loaded(self) -> SessionReplay | None:
+        """What the agent replayed when ``config.session_id`` was opened, once it
+        was (history, never output of a run); None before, or for a new session."""
+        agent = self._agent
+        return agent.loaded if agent is not None else None
+
+    async def load_session(self, session_id: str) -> SessionReplay:
+        """Continue the earlier session ``session_id``; the next runs prompt it.
+
+        Starts the agent (without a new session) if it is not running, then
+        ``session/load`` (or ``session/resume``) within ``startup_timeout``.
+        Call it between runs.
+
+        Returns:
+            The replayed conversation, which no run reports as output.
+
+        Raises:
+            RuntimeError: a run is in flight.
+            BackendStartError: the agent can neither load nor resume sessions,
+                or could not be started.
+            AuthRequiredError: the agent wants a login.
+            RemoteError: the agent refused (an unknown id): the agent keeps
+                running and the next run opens a new session.
+            BackendTimeout: it took longer than ``startup_timeout``.
+        """
+        if self._active_run() is not None:
+            raise RuntimeError("load_session() while a run is in flight")
+        agent = await self._agent_for_run(open_session=False)
+        try:
+            with anyio.fail_after(self.config.startup_timeout):
+                return await agent.load(session_id)
+        except TimeoutError:
+            await self._drop_agent()
+            raise BackendTimeout(
+                f"Loading session {session_id!r} of the ACP agent "
+                f"{self.config.command!r}",
+                timeout=self.config.startup_timeout,
+            ) from None
+        except OmaBridgeError as exc:
+            if agent.conn is None or agent.conn.error is not None:
+                error = await agent.explain(exc)
+                await self._drop_agent()
+                raise error from exc
+            raise
+        except BaseException:
+            await self._drop_agent()  # cancelled mid-load: the session is unknown
+            raise
+
     def stream(self, request: RunRequest) -> RunStream:
         """One prompt turn; nothing starts until the first iteration."""
         return AcpRun(self, request)
@@ -148,7 +207,7 @@ class AcpBackend:
             self._idle.set()
             self._idle = None
 
-    async def _agent_for_run(self) -> AgentProcess:
+    async def _agent_for_run(self, *, open_session: bool = True) -> AgentProcess:
         agent = self._agent
         if agent is not None and (agent.stopped or (agent.conn and agent.conn.error)):
             await self._drop_agent()
@@ -160,7 +219,7 @@ class AcpBackend:
             self._agent = agent
             try:
                 with anyio.fail_after(self.config.startup_timeout):
-                    await agent.start()
+                    await agent.start(open_session=open_session)
             except TimeoutError:
                 await self._drop_agent()
                 raise BackendTimeout(
@@ -176,7 +235,20 @@ class AcpBackend:
                 # Cancelled while starting: stop the start, not just wait on it.
                 await self._drop_agent()
                 raise
+        elif open_session and not agent.session_id:
+            await self._reopen(agent)  # a load_session() that failed left none
         return agent
+
+    async def _reopen(self, agent: AgentProcess) -> None:
+        try:
+            await agent.new_session()
+        except OmaBridgeError as exc:
+            error = await agent.explain(exc)
+            await self._drop_agent()
+            raise error from exc
+        except BaseException:
+            await self._drop_agent()
+            raise
 
     async def _wait_turn(self) -> None:
         """Wait until no run holds the session (or the backend is closed)."""

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, cast, final
 # anyio is imported by the methods that use it: a blocking run (run_sync, the
 # CLI's) never starts an event loop, and every process start pays for imports.
 from . import _inputs
-from .backend import AgentBackend, BackendConfig, BlockingBackend, RunRequest
+from .backend import (
+    AgentBackend,
+    BackendConfig,
+    BlockingBackend,
+    RunRequest,
+    SessionBackend,
+)
 from .errors import InvalidMessageError, ProtocolError
 from .events import DoneEvent, ErrorEvent
 
@@ -23,7 +29,7 @@ if TYPE_CHECKING:
 
     from ._hooks import AfterRunHook, BeforeRunHook
     from ._results import AgentRunResult
-    from .backend import InputProfile
+    from .backend import InputProfile, SessionReplay
     from .events import StreamEvent
     from .messages import ContentBlock, LLMMessage
 
@@ -177,6 +183,35 @@ class Agent:
 
             with anyio.CancelScope(shield=True):
                 await backend.aclose()
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's session, for a backend that keeps one (ACP) once it is
+        open; None otherwise. Record it to ``load_session`` it later."""
+        backend = self._backend
+        return backend.session_id if isinstance(backend, SessionBackend) else None
+
+    async def load_session(self, session_id: str) -> SessionReplay:
+        """Continue an earlier session: the next runs prompt it.
+
+        The agent's replay of the conversation is returned, never reported as
+        output of a run. Call it between runs.
+
+        Raises:
+            TypeError: the backend keeps no sessions (process, PTY).
+            BackendStartError: the agent can neither load nor resume sessions.
+            RemoteError: the agent refused (e.g. it does not know the id);
+                the agent stays usable, and the next run opens a new session.
+            AuthRequiredError: the agent wants a login first.
+            OmaBridgeError: the agent could not be started or broke the protocol.
+        """
+        backend = self._get_backend()
+        if not isinstance(backend, SessionBackend):
+            raise TypeError(
+                f"the {self.input_profile.transport} backend keeps no sessions; "
+                "load_session needs one that does (ACP)"
+            )
+        return await backend.load_session(session_id)
 
     def get_history(self) -> list[LLMMessage]:
         """A deep copy of the persistent history kept by ``prompt()``."""

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from ._results import AgentRunResult
     from .events import StreamEvent
-    from .messages import LLMMessage
+    from .messages import JSONValue, LLMMessage
 
 __all__ = (
     "AgentBackend",
@@ -24,6 +24,8 @@ __all__ = (
     "RebasableConfig",
     "RunRequest",
     "RunStream",
+    "SessionBackend",
+    "SessionReplay",
 )
 
 
@@ -143,3 +145,41 @@ class FreshSessionConfig(Protocol):
     open a fresh one for every run (batch items must not see each other)."""
 
     def with_fresh_sessions(self) -> BackendConfig: ...
+
+
+class SessionReplay(NamedTuple):
+    """An earlier session, opened again: what the agent replayed of it.
+
+    The replay is history, never output of a run: no run's events or result
+    include it.
+
+    Attributes:
+        session_id: The session now in use.
+        how: ``"load"`` (the agent replayed the conversation) or ``"resume"``
+            (it restored the session without replaying anything).
+        messages: The replayed conversation as text messages, in order: user
+            and assistant turns (consecutive chunks of one role joined).
+        events: The typed events made of the replayed updates (text, thought,
+            tool calls, plans), as a run would have reported them.
+        updates: The replayed ``session/update`` objects, as sent.
+    """
+
+    session_id: str
+    how: Literal["load", "resume"]
+    messages: list[LLMMessage]
+    events: tuple[StreamEvent, ...] = ()
+    updates: tuple[dict[str, JSONValue], ...] = ()
+
+
+@runtime_checkable
+class SessionBackend(Protocol):
+    """A backend that keeps a session between runs and can open an earlier one.
+
+    ``Agent.load_session`` and ``Agent.session_id`` go through this; the ACP
+    backend implements it.
+    """
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    async def load_session(self, session_id: str) -> SessionReplay: ...

@@ -11,6 +11,7 @@
     ├── AgentRefusal
     ├── ProtocolError                .line_preview (the offending frame)
     └── RemoteError                  .method, .rpc_code, .rpc_message, .data
+        └── AuthRequiredError        .auth_methods, .login_command
 
 Every class has ``.code``, a stable string naming the kind of failure
 (``"REMOTE_ERROR"``); a JSON-RPC error's own numeric code is ``.rpc_code``.
@@ -23,12 +24,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from .messages import JSONValue
 
 __all__ = (
     "AgentRefusal",
+    "AuthRequiredError",
     "BackendExitError",
     "BackendStartError",
     "BackendTimeout",
@@ -211,4 +213,110 @@ class RemoteError(OmaBridgeError):
         self.rpc_code = rpc_code
         self.rpc_message = message
         self.data = data
-        super().__init__(f"{method} failed with JSON-RPC error {rpc_code}: {message}")
+        text = f"{method} failed with JSON-RPC error {rpc_code}: {message}"
+        details = error_details(data)
+        if details and details not in message:
+            # "Internal error" alone hides what the peer said in data.
+            text += f" ({details})"
+        super().__init__(text)
+
+
+def error_details(data: JSONValue, limit: int = 300) -> str:
+    """What an error object's ``data`` says, for a message: its ``details`` or
+    ``message`` text, a string as is, anything else as compact JSON; bounded."""
+    if isinstance(data, dict):
+        for key in ("details", "message", "error"):
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                data = value
+                break
+    if data is None or data == {} or data == []:
+        return ""
+    if not isinstance(data, str):
+        import json
+
+        data = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    data = data.strip()
+    return data if len(data) <= limit else data[: limit - 3] + "..."
+
+
+class AuthRequiredError(RemoteError):
+    """The agent requires a login (JSON-RPC -32000) and none could be done.
+
+    ``str()`` tells a Python caller what to do (``auth_method=``);
+    ``describe(option=...)`` phrases the same advice for another front end
+    (the CLI passes ``"--auth-method "``).
+
+    Attributes:
+        command: The agent's command, as configured.
+        auth_methods: The ``authMethods`` the agent advertised at ``initialize``,
+            as sent (``id``, ``name``, ``description``, ``type``, ...).
+        login_command: The agent's own login command, when it is known.
+        tried: The ``auth_method`` that was tried (or refused), if any.
+        problem: What went wrong with ``tried``, if anything.
+    """
+
+    code: ClassVar[str] = "AUTH_REQUIRED"
+
+    def __init__(
+        self,
+        method: str,
+        *,
+        command: str,
+        rpc_code: int,
+        message: str,
+        data: JSONValue = None,
+        auth_methods: Sequence[Mapping[str, JSONValue]] = (),
+        login_command: str | None = None,
+        tried: str | None = None,
+        problem: str | None = None,
+    ) -> None:
+        self.command = command
+        self.auth_methods = tuple(dict(a) for a in auth_methods)
+        self.login_command = login_command
+        self.tried = tried
+        self.problem = problem
+        super().__init__(method, rpc_code=rpc_code, message=message, data=data)
+        self.args = (self.describe(),)
+
+    def describe(self, *, option: str = "auth_method=") -> str:
+        """The message, advising ``option`` followed by a method id.
+
+        Args:
+            option: How the caller chooses a method: ``"auth_method="`` (Python,
+                the default) or ``"--auth-method "`` (the CLI).
+        """
+        said = self.rpc_message.rstrip(". ") or "Authentication required"
+        details = error_details(self.data)
+        if details and details not in said:
+            said += f": {details}"
+        text = f"{self.method}: the agent {self.command!r} requires a login ({said})."
+        own = (
+            f"log in with its own command first (`{self.login_command}`)"
+            if self.login_command
+            else "log in with its own command first"
+        )
+        if not self.auth_methods:
+            text += f" This agent advertises no login method; {own}."
+        else:
+            offered = ", ".join(_describe_method(a) for a in self.auth_methods)
+            text += f" It advertises these auth methods: {offered}."
+            if self.problem:
+                text += f" {self.problem}."
+            text += f" Choose one with {option}ID, or {own}."
+        return text
+
+
+def _describe_method(method: Mapping[str, JSONValue]) -> str:
+    """``id (name)``, plus the variables an ``env_var`` method needs."""
+    text = f"{method.get('id')} ({method.get('name') or method.get('id')}"
+    wanted = method.get("vars")
+    names = [
+        str(v.get("name"))
+        for v in (wanted if isinstance(wanted, list) else [])
+        if isinstance(v, dict) and isinstance(v.get("name"), str)
+    ]
+    missing = [name for name in names if name not in text]
+    if missing:
+        text += f"; set {', '.join(missing)}"
+    return text + ")"

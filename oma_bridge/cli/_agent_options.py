@@ -116,7 +116,8 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
     acp.add_argument(
         "--auth-method",
         metavar="ID",
-        help="the agent's authentication method to use when it asks for one",
+        help="log in with this of the agent's auth methods when it asks for a "
+        "login (the error lists them)",
     )
     acp.add_argument(
         "--mode", metavar="ID", help="switch the session to this mode, if offered"
@@ -144,6 +145,15 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         'JSON object, e.g. \'{"type": "http", "name": "docs", "url": '
         '"https://...", "headers": []}\'',
     )
+
+
+def error_message(error: BaseException) -> str:
+    """``str(error)``, with a login's advice given in the CLI's terms."""
+    from .. import AuthRequiredError
+
+    if isinstance(error, AuthRequiredError):
+        return error.describe(option="--auth-method ")
+    return str(error)
 
 
 def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:

@@ -65,7 +65,7 @@ def _columns() -> int:
 # Each command is a module cli/_<name>.py with add_parser(subparsers), which
 # registers its options and sets ``handler`` (a function of the parsed args
 # returning the exit status). Modules import the library only where they need it.
-_COMMANDS = ("run", "batch", "serve", "agents", "tasks")
+_COMMANDS = ("run", "batch", "serve", "agents", "tasks", "sessions")
 
 
 def _build_parser(

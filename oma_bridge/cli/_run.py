@@ -20,7 +20,7 @@ from .. import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from ._agent_options import add_agent_options, agent_config
+from ._agent_options import add_agent_options, agent_config, error_message
 from ._main import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -31,6 +31,7 @@ from ._main import (
     HelpFormatter,
     fail,
 )
+from ._sessions import add_session_option, run_in_session, session_key
 from ._signals import Termination
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     add_agent_options(run, prompt_options=True)
+    add_session_option(run)
     run.add_argument(
         "--format",
         choices=("text", "json", "jsonl"),
@@ -83,6 +85,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         config = agent_config(args, interactive=not from_stdin)
         prompt = _prompt(args.prompt, source)
+        session = None if args.session is None else session_key(args.session, config)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
     show = {"text": _show, "json": None, "jsonl": _show_jsonl}[args.format]
@@ -91,7 +94,10 @@ def run_command(args: argparse.Namespace) -> int:
         with termination.forwarded():
             # The process backend runs without an event loop here: a one-shot
             # CLI start then pays for no event loop at all.
-            result = Agent(config).run_sync(prompt, on_event=show)
+            if session is not None:
+                result = run_in_session(session, config, prompt, show)
+            else:
+                result = Agent(config).run_sync(prompt, on_event=show)
     except KeyboardInterrupt:
         if termination.signum is None:
             return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
@@ -224,7 +230,11 @@ def _result_json(result: AgentRunResult) -> dict[str, JSONValue]:
         ],
         "error": None
         if error is None
-        else {"type": type(error).__name__, "code": error.code, "message": str(error)},
+        else {
+            "type": type(error).__name__,
+            "code": error.code,
+            "message": error_message(error),
+        },
     }
 
 
@@ -245,7 +255,7 @@ def _exit_status(result: AgentRunResult) -> int:
     if status == EXIT_OK:
         return status
     error = result.error
-    message = str(error) if error is not None else "the agent failed"
+    message = error_message(error) if error is not None else "the agent failed"
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]
         message = f"{message.splitlines()[0]} Last stderr line: {last}"

@@ -2,9 +2,11 @@
 ``npm install --prefix /tmp/acp-agents @zed-industries/codex-acp
 @zed-industries/claude-agent-acp @google/gemini-cli``, or point
 OMA_BRIDGE_ACP_AGENTS at another prefix). Without credentials they answer
-``initialize`` and refuse ``session/new`` with -32000: the result must name the
-auth methods they advertise. conftest's leak check proves the whole process
-group is gone afterwards (codex-acp's native binary ignores stdin closing).
+``initialize`` and refuse ``session/new`` (or, claude-agent-acp,
+``session/prompt``) with -32000: the result must name the auth methods they
+advertise, or say that none is advertised, and their own login command.
+conftest's leak check proves the whole process group is gone afterwards
+(codex-acp's native binary ignores stdin closing).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from oma_bridge import RemoteError
+from oma_bridge import AuthRequiredError, BackendStartError
 from oma_bridge.acp import AcpBackendConfig
 
 from .support import agent_for
@@ -69,6 +71,36 @@ async def test_real_agent_without_credentials(name, anyio_backend) -> None:
     if result.success:
         pytest.skip(f"{name} found credentials and answered; nothing to check")
     error = result.error
-    assert isinstance(error, RemoteError), repr(error)
+    assert isinstance(error, AuthRequiredError), repr(error)
     assert error.rpc_code == -32000
-    assert "auth methods" in str(error)
+    assert error.login_command is not None and error.login_command in str(error)
+    if error.auth_methods:
+        assert "auth methods" in str(error)
+        assert "--auth-method ID" in error.describe(option="--auth-method ")
+    else:
+        assert "advertises no login method" in str(error)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_claude_agent_acp_as_root_with_is_sandbox_not_1(anyio_backend) -> None:
+    """Its ACP layer then allows bypassing permissions, the Claude Code it runs
+    refuses root and exits: the session fails with a bare "Internal error"."""
+    command = BIN / "claude-agent-acp"
+    if not command.exists():
+        pytest.skip(f"claude-agent-acp is not installed under {PREFIX}")
+    if os.geteuid() != 0:
+        pytest.skip("the trap is running as root")
+    home = tempfile.mkdtemp(prefix="oma-acp-e2e-")
+    config = AcpBackendConfig(
+        command=str(command),
+        env={"HOME": home, "XDG_CONFIG_HOME": home, "IS_SANDBOX": "yes"},
+        scrub_env=SCRUB,
+        cwd=home,
+        kill_grace=2,
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(180):
+            result = await agent.run("Say hi.")
+    assert isinstance(result.error, BackendStartError), repr(result.error)
+    assert "Query closed before response received" in str(result.error)
+    assert "IS_SANDBOX=1" in str(result.error)

@@ -8,6 +8,7 @@ import pytest
 
 from oma_bridge import (
     AgentRefusal,
+    AuthRequiredError,
     BackendExitError,
     BackendStartError,
     BackendTimeout,
@@ -33,6 +34,14 @@ SAMPLES: dict[str, OmaBridgeError] = {
     "ProtocolError": ProtocolError("garbage", line_preview="{"),
     "RemoteError": RemoteError(
         "session/prompt", rpc_code=-32602, message="Invalid params", data={"a": 1}
+    ),
+    "AuthRequiredError": AuthRequiredError(
+        "session/new",
+        command="agent",
+        rpc_code=-32000,
+        message="Authentication required",
+        auth_methods=[{"id": "key", "name": "API key"}],
+        login_command="agent login",
     ),
 }
 
@@ -73,6 +82,36 @@ def test_remote_error_carries_the_json_rpc_error_object() -> None:
         {"a": 1},
     )
     assert "-32602" in str(error) and "Invalid params" in str(error)
+    assert '({"a":1})' in str(error)  # data without a text, as JSON
+
+
+def test_remote_error_shows_what_its_data_says() -> None:
+    error = RemoteError(
+        "session/new",
+        rpc_code=-32603,
+        message="Internal error",
+        data={"details": "Query closed before response received"},
+    )
+    assert str(error).endswith(
+        "-32603: Internal error (Query closed before response received)"
+    )
+    assert "(" not in str(RemoteError("m", rpc_code=1, message="x", data=None))
+
+
+def test_auth_required_is_a_remote_error_phrased_for_its_caller() -> None:
+    error = SAMPLES["AuthRequiredError"]
+    assert isinstance(error, AuthRequiredError) and isinstance(error, RemoteError)
+    assert error.rpc_code == -32000 and error.auth_methods == (
+        {"id": "key", "name": "API key"},
+    )
+    assert str(error) == (
+        "session/new: the agent 'agent' requires a login (Authentication "
+        "required). It advertises these auth methods: key (API key). Choose one "
+        "with auth_method=ID, or log in with its own command first (`agent login`)."
+    )
+    assert "Choose one with --auth-method ID," in error.describe(
+        option="--auth-method "
+    )
 
 
 def test_code_means_the_kind_of_failure_on_every_error() -> None:

@@ -1,0 +1,159 @@
+"""Logging in to an ACP agent: ``authenticate`` once when asked, else one clear error.
+
+An agent answers -32000 (ACP, authentication) at ``session/new``,
+``session/load`` or, for some (claude-agent-acp), only at ``session/prompt``.
+With ``auth_method`` set, the client authenticates and retries once; without
+it, ``AuthRequiredError`` names the advertised methods and the agent's own
+login command where it is known.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ..bridge import AuthRequiredError, BackendStartError, RemoteError
+from . import methods as m
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..bridge import JSONValue
+    from ._agent_process import AgentProcess
+    from ._client_config import AcpBackendConfig
+
+__all__ = (
+    "agent_name",
+    "auth_required",
+    "login",
+    "request_logged_in",
+    "root_hint",
+    "with_root_hint",
+)
+
+#: How each known agent is logged in to by hand (by its command or package name).
+LOGIN_COMMANDS: Mapping[str, str] = {
+    "claude-agent-acp": "claude, then /login",
+    "codex-acp": "codex login",
+    "gemini": "gemini, then choose a login",
+}
+
+_CLAUDE = "claude-agent-acp"
+_ROOT_HINT = (
+    "claude-agent-acp refuses to run as root unless IS_SANDBOX=1 is in its "
+    "environment (IS_SANDBOX is {found} here): pass --env IS_SANDBOX=1 "
+    "(env={{'IS_SANDBOX': '1'}} in Python)"
+)
+
+
+def agent_name(config: AcpBackendConfig) -> str | None:
+    """The known agent ``config`` runs (also through ``npx -y @scope/pkg@v``)."""
+    for word in (config.command, *config.args):
+        name = os.path.basename(word).partition("@")[0]  # @scope/pkg@1.2 -> pkg
+        if name in LOGIN_COMMANDS:
+            return name
+    return None
+
+
+def auth_required(
+    agent: AgentProcess,
+    exc: RemoteError,
+    *,
+    tried: str | None = None,
+    problem: str | None = None,
+) -> AuthRequiredError:
+    """``exc`` (a -32000 answer) as an ``AuthRequiredError`` with what to do."""
+    config = agent.config
+    name = agent_name(config)
+    return AuthRequiredError(
+        exc.method,
+        command=config.command,
+        rpc_code=exc.rpc_code,
+        message=exc.rpc_message,
+        data=exc.data,
+        auth_methods=agent.auth_methods,
+        login_command=LOGIN_COMMANDS.get(name) if name else None,
+        tried=tried,
+        problem=problem,
+    )
+
+
+async def login(agent: AgentProcess, exc: RemoteError) -> None:
+    """Answer the -32000 ``exc`` with ``authenticate``, once per agent process.
+
+    Raises:
+        AuthRequiredError: no ``auth_method``, one the agent does not offer, a
+            second refusal, or ``authenticate`` itself failed.
+    """
+    wanted = agent.config.auth_method
+    if wanted is None:
+        raise auth_required(agent, exc) from None
+    if agent.authenticated:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"Logged in with {wanted!r}, yet the agent still requires a login",
+        ) from None
+    if wanted not in [a.get("id") for a in agent.auth_methods]:
+        raise auth_required(
+            agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
+        ) from None
+    assert agent.conn is not None
+    try:
+        await agent.conn.request(m.AUTHENTICATE, {"methodId": wanted})
+    except RemoteError as failed:
+        raise auth_required(
+            agent, failed, tried=wanted, problem=f"Logging in with {wanted!r} failed"
+        ) from None
+    agent.authenticated = True
+
+
+async def request_logged_in(
+    agent: AgentProcess, method: str, params: dict[str, JSONValue]
+) -> JSONValue:
+    """``method`` (a session request), logging in and retrying once if refused.
+
+    Raises:
+        AuthRequiredError: see ``login``.
+        RemoteError: any other refusal.
+    """
+    assert agent.conn is not None
+    try:
+        return await agent.conn.request(method, params)
+    except RemoteError as exc:
+        if exc.rpc_code != m.AUTH_REQUIRED:
+            raise
+        await login(agent, exc)
+    try:
+        return await agent.conn.request(method, params)
+    except RemoteError as exc:
+        if exc.rpc_code == m.AUTH_REQUIRED:
+            await login(agent, exc)  # raises: it has logged in already
+        raise
+
+
+def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:
+    """The hint for claude-agent-acp run as root without ``IS_SANDBOX=1``, if
+    it applies: the Claude Code it runs then exits ("cannot be used with
+    root/sudo privileges") and the session fails with "Query closed before
+    response received"."""
+    if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX") == "1":
+        return None
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    found = env.get("IS_SANDBOX")
+    return _ROOT_HINT.format(found="unset" if found is None else repr(found))
+
+
+def with_root_hint(
+    agent: AgentProcess, exc: RemoteError
+) -> RemoteError | BackendStartError:
+    """A session refused by claude-agent-acp run as root: say why, terminally."""
+    hint = root_hint(agent.config, agent.env)
+    said = f"{exc} {agent.stderr_text()}"
+    if hint is None or not (
+        "Query closed before response received" in said or "root/sudo" in said
+    ):
+        return exc
+    return BackendStartError(agent.config.command, reason=f"{exc}; {hint}")

@@ -1,0 +1,302 @@
+"""Named sessions: ``run --session NAME`` and ``oma-bridge sessions``.
+
+As acpx does, a name stands for an ACP session id, kept per (agent command
+line, working directory, name) in the user's state directory
+(``$XDG_STATE_HOME/oma-bridge/sessions.json``, else
+``~/.local/state/oma-bridge/sessions.json``). ``run --session NAME`` loads the
+recorded session (the agent then has the earlier turns) and records the one it
+used; an id the agent no longer knows gives a new session, said on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+# Loaded by every `run` (it owns --session): json and friends load on use.
+from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator
+
+    from .. import Agent, AgentConfig, AgentRunResult, StreamEvent
+
+_VERSION = 1
+
+
+class SessionKey(NamedTuple):
+    """What a name is recorded under: the agent, the directory and the name."""
+
+    agent: str
+    cwd: str
+    name: str
+
+
+def state_file() -> str:
+    """Where named sessions are kept (XDG base directories: state)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "oma-bridge", "sessions.json")
+
+
+class SessionStore:
+    """The named sessions file: read whole, changed under a lock, written
+    atomically (a temporary file renamed over it), so two runs at once lose
+    nothing and a crash leaves the old file whole."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path or state_file()
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every recorded session, as stored (a missing file holds none)."""
+        import json
+
+        try:
+            with open(self.path, encoding="utf-8") as file:
+                data = json.load(file)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"cannot read the named sessions in {self.path}: {exc}; fix or "
+                "remove that file"
+            ) from exc
+        found = data.get("sessions") if isinstance(data, dict) else None
+        return [e for e in found if isinstance(e, dict)] if found else []
+
+    def get(self, key: SessionKey) -> str | None:
+        for entry in self.entries():
+            if _key(entry) == key:
+                session_id = entry.get("session_id")
+                return session_id if isinstance(session_id, str) else None
+        return None
+
+    def record(self, key: SessionKey, session_id: str) -> None:
+        import time
+
+        with self._changing() as entries:
+            entries[:] = [e for e in entries if _key(e) != key]
+            entries.append(
+                {
+                    "name": key.name,
+                    "agent": key.agent,
+                    "cwd": key.cwd,
+                    "session_id": session_id,
+                    "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+
+    def forget(self, name: str | None) -> int:
+        """Forget the sessions called ``name`` (every one for None); how many."""
+        with self._changing() as entries:
+            kept = [e for e in entries if name is not None and e.get("name") != name]
+            gone = len(entries) - len(kept)
+            entries[:] = kept
+        return gone
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[list[dict[str, Any]]]:
+        import fcntl
+
+        folder = os.path.dirname(self.path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        with open(self.path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            entries = self.entries()
+            yield entries
+            self._write(folder, entries)
+
+    def _write(self, folder: str, entries: list[dict[str, Any]]) -> None:
+        import json
+        import tempfile
+
+        text = json.dumps({"version": _VERSION, "sessions": entries}, indent=2)
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".sessions.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                file.write(text + "\n")
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _key(entry: dict[str, Any]) -> SessionKey:
+    return SessionKey(
+        str(entry.get("agent")), str(entry.get("cwd")), str(entry.get("name"))
+    )
+
+
+# -- run --session -------------------------------------------------------------
+
+
+def add_session_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help="ACP agents: continue the session called NAME for this agent and "
+        "directory (created on first use; see `oma-bridge sessions`)",
+    )
+
+
+def session_key(name: str, config: AgentConfig) -> SessionKey:
+    """The key ``--session NAME`` is recorded under for ``config``.
+
+    Raises:
+        ValueError: the agent is not an ACP agent, or the name is empty.
+    """
+    from .. import AcpBackendConfig
+
+    backend = config.backend
+    if not isinstance(backend, AcpBackendConfig):
+        raise ValueError(
+            "--session applies to ACP agents only (--acp or an ACP --agent)"
+        )
+    if not name.strip():
+        raise ValueError("--session needs a name")
+    agent = shlex.join([backend.command, *backend.args])
+    return SessionKey(agent, os.path.abspath(backend.cwd or os.getcwd()), name)
+
+
+def run_in_session(
+    key: SessionKey,
+    config: AgentConfig,
+    prompt: str,
+    on_event: Callable[[StreamEvent], object] | None,
+    store: SessionStore | None = None,
+) -> AgentRunResult:
+    """Run ``prompt`` in the named session, loading and recording it."""
+    import anyio
+
+    return anyio.run(_run, key, config, prompt, on_event, store or SessionStore())
+
+
+async def _run(
+    key: SessionKey,
+    config: AgentConfig,
+    prompt: str,
+    on_event: Callable[[StreamEvent], object] | None,
+    store: SessionStore,
+) -> AgentRunResult:
+    from .. import Agent, AgentRunResult, DoneEvent, ErrorEvent, OmaBridgeError
+
+    async with Agent(config) as agent:
+        known = store.get(key)
+        if known is not None:
+            try:
+                await _load(agent, key, known)
+            except OmaBridgeError as exc:
+                return AgentRunResult(success=False, error=exc)
+        result: AgentRunResult | None = None
+        async with agent.stream(prompt) as events:
+            async for event in events:
+                if on_event is not None:
+                    on_event(event)
+                if isinstance(event, (DoneEvent, ErrorEvent)):
+                    result = event.result
+        session_id = agent.session_id
+        if session_id not in (None, known) and _can_load(agent, key):
+            store.record(key, session_id)
+    assert result is not None, "the stream ends with a terminal event"
+    return result
+
+
+def _can_load(agent: Agent, key: SessionKey) -> bool:
+    """False, said on stderr, for an agent that cannot open a session again."""
+    from .. import AcpBackend
+
+    backend = agent.backend
+    if not isinstance(backend, AcpBackend) or backend.can_load_sessions is not False:
+        return True
+    sys.stderr.write(
+        f"oma-bridge: this agent can neither load nor resume sessions; session "
+        f"{key.name!r} was not recorded (run without --session)\n"
+    )
+    sys.stderr.flush()
+    return False
+
+
+async def _load(agent: Agent, key: SessionKey, session_id: str) -> None:
+    """Load the recorded session; an id the agent refuses gives a new one."""
+    from .. import AuthRequiredError, RemoteError
+
+    try:
+        await agent.load_session(session_id)
+    except AuthRequiredError:
+        raise
+    except RemoteError as exc:
+        sys.stderr.write(
+            f"oma-bridge: session {key.name!r} ({session_id}) could not be loaded "
+            f"({exc.rpc_message or exc}); starting a new one under that name\n"
+        )
+        sys.stderr.flush()
+
+
+# -- oma-bridge sessions -----------------------------------------------------------
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sessions = commands.add_parser(
+        "sessions",
+        help="list or forget the named sessions of `run --session`",
+        description="The named sessions `run --session NAME` keeps, per agent and "
+        f"directory, in {state_file()}.",
+        formatter_class=HelpFormatter,
+    )
+    actions = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser(
+        "list", help="list them", formatter_class=HelpFormatter
+    )
+    listing.add_argument(
+        "--json", action="store_true", help="one JSON array, for scripts"
+    )
+    listing.set_defaults(handler=_list)
+    forget = actions.add_parser(
+        "forget",
+        help="forget NAME (for every agent and directory), or all of them",
+        formatter_class=HelpFormatter,
+    )
+    which = forget.add_mutually_exclusive_group(required=True)
+    which.add_argument("name", metavar="NAME", nargs="?", help="the session name")
+    which.add_argument("--all", action="store_true", help="forget every session")
+    forget.set_defaults(handler=_forget)
+
+
+def _list(args: argparse.Namespace) -> int:
+    try:
+        entries = SessionStore().entries()
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(entries, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if not entries:
+        sys.stderr.write("no named sessions (`oma-bridge run --session NAME`)\n")
+        return EXIT_OK
+    for entry in sorted(entries, key=lambda e: str(e.get("updated")), reverse=True):
+        sys.stdout.write(
+            f"{entry.get('name')}\t{entry.get('session_id')}\t"
+            f"{entry.get('updated')}\t{entry.get('cwd')}\t{entry.get('agent')}\n"
+        )
+    return EXIT_OK
+
+
+def _forget(args: argparse.Namespace) -> int:
+    try:
+        gone = SessionStore().forget(None if args.all else args.name)
+    except (ValueError, OSError) as exc:
+        return fail(str(exc))
+    if not gone and not args.all:
+        return fail(f"no named session {args.name!r}", EXIT_USAGE)
+    sys.stderr.write(f"forgot {gone} session{'s' if gone != 1 else ''}\n")
+    return EXIT_OK
