@@ -144,15 +144,9 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     named: NamedAgent | Preset | None = None
     system_prompt = getattr(args, "system_prompt", None)
     if args.agent is not None:
-        from ..presets._config import NamedAgent, lookup
-
-        named = lookup(args.agent)
+        named, transport, configured_prompt = lookup_named(args.agent)
+        system_prompt = system_prompt or configured_prompt
         name = args.agent
-        if isinstance(named, NamedAgent):
-            transport = named.preset.transport
-            system_prompt = system_prompt or named.system_prompt
-        else:
-            transport = named.transport
     else:
         transport = "process" if args.process is not None else "acp"
         argv = _split(transport, args.process if args.process is not None else args.acp)
@@ -166,9 +160,25 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     return AgentConfig(name=name, backend=backend, system_prompt=system_prompt)
 
 
-def _named(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
-    """A named agent's config: the options given on the command line (None
-    means not given) over the configured ones; ``env`` merged, not replaced."""
+def lookup_named(name: str) -> tuple[NamedAgent | Preset, str, str | None]:
+    """What ``--agent NAME`` (and ``agent = "NAME"`` in a task file) names: the
+    agent, its transport, and the system prompt its config file sets.
+
+    Raises:
+        ValueError: no such agent (the message lists the known names), or a
+            config file is malformed (the message names the file and key).
+    """
+    from ..presets._config import NamedAgent, lookup
+
+    named = lookup(name)
+    if isinstance(named, NamedAgent):
+        return named, named.preset.transport, named.system_prompt
+    return named, named.transport, None
+
+
+def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
+    """A named agent's config: the options given (None means not given) over
+    the configured ones; ``env`` merged, not replaced."""
     from ..presets._config import NamedAgent
     from ..presets._presets import build
 
@@ -227,7 +237,7 @@ def _process_backend(
     if args.input is not None:
         common = {**common, "input": args.input}
     if named is not None:
-        return _named(named, common)
+        return named_backend(named, common)
     return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
 
 
@@ -255,7 +265,7 @@ def _acp_backend(
         if args.permission is None and "permission" in configured:
             acp["permission"] = None
         acp.update(fs=args.fs or None, terminal=args.terminal or None)
-        return _named(named, acp)
+        return named_backend(named, acp)
     from .. import AcpBackendConfig
 
     return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)
