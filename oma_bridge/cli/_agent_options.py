@@ -13,6 +13,9 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
+# The parser names (stdlib-only module: building the parser stays cheap).
+from ..presets._presets import OUTPUT_FORMATS
+
 if TYPE_CHECKING:
     from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
     from ..presets import Preset
@@ -69,6 +72,15 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         choices=("stdin", "argument", "none"),
         help="process agents: how the prompt reaches the process: written to its "
         "stdin (the default), appended as one last argument, or not sent",
+    )
+    opts.add_argument(
+        "--output-format",
+        metavar="NAME",
+        choices=OUTPUT_FORMATS,
+        help="process agents: how stdout is read: text (stdout is the reply) or "
+        "a CLI's JSON event stream, parsed into text, tool calls, usage and cost "
+        f"({', '.join(OUTPUT_FORMATS[1:])}); a named agent's own format applies "
+        "unless this is given, text otherwise",
     )
     if prompt_options:
         opts.add_argument(
@@ -234,8 +246,9 @@ def _process_backend(
     ]
     if acp_only:
         raise ValueError(f"{acp_only[0]} applies to ACP agents only")
-    if args.input is not None:
-        common = {**common, "input": args.input}
+    for key in ("input", "output_format"):
+        if getattr(args, key) is not None:
+            common = {**common, key: getattr(args, key)}
     if named is not None:
         return named_backend(named, common)
     return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
@@ -250,8 +263,10 @@ def _acp_backend(
     interactive: bool,
 ) -> BackendConfig:
     """An ACP agent's config: the named agent's, else ``argv``."""
-    if args.input is not None:
-        raise ValueError("--input applies to process agents only")
+    for key in ("input", "output_format"):
+        if getattr(args, key) is not None:
+            flag = "--" + key.replace("_", "-")
+            raise ValueError(f"{flag} applies to process agents only")
     acp = {
         **common,
         "permission": _permission(args, interactive=interactive),
