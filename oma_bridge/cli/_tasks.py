@@ -1,7 +1,8 @@
 """``oma-bridge tasks FILE``: run a task graph from a TOML or JSON file.
 
 The file names its agents inline (``process = "CMD ARGS"``, ``acp = "CMD
-ARGS"``, or ``agent = "NAME"`` for a known agent, as ``--agent``) and lists its
+ARGS"``, or ``agent = "NAME"`` for a named agent, resolved exactly as
+``--agent NAME``: config files, presets, ``registry:ID``) and lists its
 tasks; it is validated with pydantic over the dataclasses below and ``Task``,
 so an error names the file and the key path. On a terminal a live table shows
 the graph (rich); otherwise every progress event is one JSON line on stdout.
@@ -30,12 +31,15 @@ if TYPE_CHECKING:
 EXAMPLE = """\
 example file (tasks.toml):
   max_concurrency = 4          # optional, as are the two budgets
-  max_token_budget = 200000
-  max_cost_usd = 2.0
+  max_token_budget = 200000    # tokens across the run (usage the agents report)
+  max_cost_usd = 2.0           # dollars across the run (e.g. Claude Code's cost)
+
+  [agents.planner]
+  agent = "claude"             # a named agent, as --agent NAME: oma-bridge.toml
+  timeout = 300                # (here or in the user config), a preset, registry:ID
 
   [agents.writer]
   process = "python examples/writer.py"
-  timeout = 120
   capabilities = ["write"]
 
   [agents.reviewer]
@@ -43,9 +47,15 @@ example file (tasks.toml):
   permission = "read-only"
 
   [[tasks]]
+  id = "plan"
+  description = "Outline a haiku about pipes."
+  assignee = "planner"
+
+  [[tasks]]
   id = "draft"
-  description = "Write a haiku about pipes."
-  assignee = "writer"
+  description = "Write the haiku outlined above."
+  capability = "write"
+  depends_on = ["plan"]
 
   [[tasks]]
   id = "review"
@@ -53,6 +63,14 @@ example file (tasks.toml):
   assignee = "reviewer"
   depends_on = ["draft"]
   retries = 1
+
+agent keys: exactly one of process, acp, agent; then capabilities,
+system_prompt, cwd, env, timeout; input and output_format (process agents:
+how the prompt is passed, how stdout is read, e.g. "claude-stream-json");
+permission (ACP agents). Keys not given keep a named agent's own settings.
+
+task keys: id, description (the prompt, text only), title, assignee (or
+capability, or neither: round-robin), depends_on, retries, retry_backoff.
 
 exit status: 0 every task completed, 1 a task failed, was skipped or stopped
 (or the budget ran out), 2 the file is invalid, 130 interrupted.

@@ -273,3 +273,22 @@ def test_a_broken_config_file_is_named_beside_the_task_file(tmp_path):
     assert done.returncode == 2
     assert "tasks.toml: agents.w.agent: " in done.stderr
     assert "oma-bridge.toml: agents.echo.timeout: expected a number" in done.stderr
+
+
+def test_the_example_in_the_help_is_a_valid_task_file(tmp_path, monkeypatch):
+    from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+    from oma_bridge.cli._tasks import EXAMPLE, load, team_agents
+
+    body = EXAMPLE.split("\n\n", 1)[1].split("\n\nagent keys:")[0]
+    path = tmp_path / "tasks.toml"
+    path.write_text("\n".join(line[2:] for line in body.splitlines()))
+    monkeypatch.chdir(tmp_path)  # no oma-bridge.toml here: "claude" is the preset
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    spec = load(str(path))
+    agents = team_agents(str(path), spec)
+    assert [t.id for t in spec.tasks] == ["plan", "draft", "review"]
+    planner = agents["planner"].config.backend
+    assert isinstance(planner, ProcessBackendConfig)
+    assert planner.output_format == "claude-stream-json" and planner.timeout == 300
+    assert agents["writer"].capabilities == ("write",)
+    assert isinstance(agents["reviewer"].config.backend, AcpBackendConfig)
