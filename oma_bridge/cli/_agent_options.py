@@ -13,10 +13,9 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-# The parser names (stdlib-only module: building the parser stays cheap).
-from ..presets._presets import OUTPUT_FORMATS
-
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
     from ..presets import Preset
     from ..presets._config import NamedAgent
@@ -26,6 +25,22 @@ ACP_HELP = (
     "--deny-all; with none of them the user is asked on the terminal, and "
     "without a terminal only reads are approved."
 )
+
+
+class OutputFormats:
+    """``OUTPUT_FORMATS`` as argparse ``choices``, read when the option is
+    given: building the parser (every command, ``--help``) loads no library."""
+
+    def _names(self) -> tuple[str, ...]:
+        from ..backends.process import OUTPUT_FORMATS
+
+        return OUTPUT_FORMATS
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
 
 def positive_float(value: str) -> float:
@@ -76,11 +91,12 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
     opts.add_argument(
         "--output-format",
         metavar="NAME",
-        choices=OUTPUT_FORMATS,
+        choices=OutputFormats(),
         help="process agents: how stdout is read: text (stdout is the reply) or "
         "a CLI's JSON event stream, parsed into text, tool calls, usage and cost "
-        f"({', '.join(OUTPUT_FORMATS[1:])}); a named agent's own format applies "
-        "unless this is given, text otherwise",
+        "(claude-stream-json, codex-json, gemini-stream-json, ...; a wrong name "
+        "lists them all); a named agent's own format applies unless this is "
+        "given, text otherwise",
     )
     if prompt_options:
         opts.add_argument(

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+from oma_bridge import OUTPUT_FORMATS, AcpBackendConfig, ProcessBackendConfig
 from oma_bridge.cli._agent_options import add_agent_options, agent_config
 
 
@@ -106,8 +106,10 @@ def test_output_format_picks_the_parser_over_a_presets_own() -> None:
     assert isinstance(raw, ProcessBackendConfig) and raw.output_format == "text"
 
 
-def test_an_unknown_output_format_is_a_usage_error(capsys) -> None:
+def test_an_unknown_output_format_is_a_usage_error_listing_the_names(capsys) -> None:
     with pytest.raises(SystemExit) as exit:
         config("--process", "cat", "--output-format", "yaml")
     assert exit.value.code == 2
-    assert "invalid choice: 'yaml'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid choice: 'yaml'" in err
+    assert ", ".join(map(repr, OUTPUT_FORMATS)) in err
