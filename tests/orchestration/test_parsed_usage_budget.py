@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -18,14 +19,16 @@ from oma_bridge import (
 from oma_bridge.orchestration._budget import Budget
 
 from .. import leaks
-from .support import PEERS, WAIT, Recorder
+from ..acp.support import open_fifo, wait_line
+from .support import PEERS, WAIT, Recorder, worker
+from .test_run_tasks import assert_tree_ends
 
 
-def claude(*usage: str, linger: str = "0") -> AgentConfig:
+def claude(*usage: str, linger: str = "0", gate: str | None = None) -> AgentConfig:
     """The claude stream-json stand-in, spending ``usage`` (in, out, cost)."""
     backend = ProcessBackendConfig(
         command=sys.executable,
-        args=(str(PEERS / "claude_stream.py"), *usage, linger),
+        args=(str(PEERS / "claude_stream.py"), *usage, linger, *filter(None, [gate])),
         output_format="claude-stream-json",
         timeout=WAIT,
         kill_grace=1.0,
@@ -102,3 +105,38 @@ async def test_a_cli_that_does_not_end_after_breaking_the_budget_is_killed(
     assert result.budget_exceeded
     assert len(progress.of("budget_exceeded")) == 1
     assert leaks.unreaped_by_library() == {}  # killed and reaped, not left
+
+
+async def test_the_reading_over_budget_stops_the_other_running_work(tmp_path):
+    pidfile, started, gate = tmp_path / "tree.pid", tmp_path / "started", tmp_path / "g"
+    fd = open_fifo(started)
+    os.mkfifo(gate)
+    gate_fd = os.open(gate, os.O_RDWR)  # the peer's open never blocks on it
+    agents = {
+        "claude": claude("600", "100", "0.25", gate=str(gate)),
+        "cli": worker("cli"),
+    }
+    tasks = [
+        Task(id="answer", description="one", assignee="claude"),
+        Task(id="long", description=f"tree:{pidfile}:{started}", assignee="cli"),
+        Task(id="after", description="say:x", assignee="cli", depends_on=["answer"]),
+    ]
+
+    async def answer_once_the_long_task_runs():
+        await wait_line(fd, "started")
+        os.write(gate_fd, b"go\n")
+
+    oma = OpenMultiAgent(max_cost_usd=0.2)
+    try:
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_once_the_long_task_runs)
+                result = await oma.run_tasks(tasks, agents)
+    finally:
+        os.close(fd)
+        os.close(gate_fd)
+    assert [t.status for t in result.tasks] == ["completed", "cancelled", "skipped"]
+    assert result["answer"].output == "done: one"
+    assert result["long"].error.code == "BUDGET_EXCEEDED"
+    assert result["after"].reason == "the run's cost budget ($0.2) was exceeded"
+    assert_tree_ends(pidfile)

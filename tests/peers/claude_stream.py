@@ -1,12 +1,13 @@
 """A stand-in for ``claude -p --output-format stream-json --verbose``.
 
-Usage: claude_stream.py INPUT_TOKENS OUTPUT_TOKENS COST_USD [LINGER_S]. Reads
+Usage: claude_stream.py INPUT_TOKENS OUTPUT_TOKENS COST_USD [LINGER_S [GATE]]. Reads
 the prompt from stdin (to the end) and answers "done: <the prompt's last line>"
 as Claude Code's stream-json does: a ``system`` init line, an ``assistant``
 message, and a ``result`` line carrying the run's ``usage`` and
 ``total_cost_usd`` (the format of
 tests/backends/fixtures/streams/claude-stream-json.jsonl). With LINGER_S it then
-takes that long to exit, as a real CLI may after its last line.
+takes that long to exit, as a real CLI may after its last line. With GATE (a
+FIFO) it answers only once a line can be read from it.
 """
 
 import json
@@ -40,6 +41,9 @@ lines = [
         "usage": usage,
     },
 ]
+if len(sys.argv) > 5:
+    with open(sys.argv[5]) as gate:
+        gate.readline()
 for line in lines:
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
