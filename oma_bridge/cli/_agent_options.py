@@ -14,6 +14,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
     from ..presets import Preset
     from ..presets._config import NamedAgent
@@ -23,6 +25,22 @@ ACP_HELP = (
     "--deny-all; with none of them the user is asked on the terminal, and "
     "without a terminal only reads are approved."
 )
+
+
+class OutputFormats:
+    """``OUTPUT_FORMATS`` as argparse ``choices``, read when the option is
+    given: building the parser (every command, ``--help``) loads no library."""
+
+    def _names(self) -> tuple[str, ...]:
+        from ..backends.process import OUTPUT_FORMATS
+
+        return OUTPUT_FORMATS
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
 
 def positive_float(value: str) -> float:
@@ -69,6 +87,16 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         choices=("stdin", "argument", "none"),
         help="process agents: how the prompt reaches the process: written to its "
         "stdin (the default), appended as one last argument, or not sent",
+    )
+    opts.add_argument(
+        "--output-format",
+        metavar="NAME",
+        choices=OutputFormats(),
+        help="process agents: how stdout is read: text (stdout is the reply) or "
+        "a CLI's JSON event stream, parsed into text, tool calls, usage and cost "
+        "(claude-stream-json, codex-json, gemini-stream-json, ...; a wrong name "
+        "lists them all); a named agent's own format applies unless this is "
+        "given, text otherwise",
     )
     if prompt_options:
         opts.add_argument(
@@ -180,15 +208,9 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     named: NamedAgent | Preset | None = None
     system_prompt = getattr(args, "system_prompt", None)
     if args.agent is not None:
-        from ..presets._config import NamedAgent, lookup
-
-        named = lookup(args.agent)
+        named, transport, configured_prompt = lookup_named(args.agent)
+        system_prompt = system_prompt or configured_prompt
         name = args.agent
-        if isinstance(named, NamedAgent):
-            transport = named.preset.transport
-            system_prompt = system_prompt or named.system_prompt
-        else:
-            transport = named.transport
     else:
         transport = "process" if args.process is not None else "acp"
         argv = _split(transport, args.process if args.process is not None else args.acp)
@@ -202,9 +224,25 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     return AgentConfig(name=name, backend=backend, system_prompt=system_prompt)
 
 
-def _named(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
-    """A named agent's config: the options given on the command line (None
-    means not given) over the configured ones; ``env`` merged, not replaced."""
+def lookup_named(name: str) -> tuple[NamedAgent | Preset, str, str | None]:
+    """What ``--agent NAME`` (and ``agent = "NAME"`` in a task file) names: the
+    agent, its transport, and the system prompt its config file sets.
+
+    Raises:
+        ValueError: no such agent (the message lists the known names), or a
+            config file is malformed (the message names the file and key).
+    """
+    from ..presets._config import NamedAgent, lookup
+
+    named = lookup(name)
+    if isinstance(named, NamedAgent):
+        return named, named.preset.transport, named.system_prompt
+    return named, named.transport, None
+
+
+def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
+    """A named agent's config: the options given (None means not given) over
+    the configured ones; ``env`` merged, not replaced."""
     from ..presets._config import NamedAgent
     from ..presets._presets import build
 
@@ -289,10 +327,11 @@ def _process_backend(
     ]
     if acp_only:
         raise ValueError(f"{acp_only[0]} applies to ACP agents only")
-    if args.input is not None:
-        common = {**common, "input": args.input}
+    for key in ("input", "output_format"):
+        if getattr(args, key) is not None:
+            common = {**common, key: getattr(args, key)}
     if named is not None:
-        return _named(named, common)
+        return named_backend(named, common)
     return ProcessBackendConfig(command=argv[0], args=tuple(argv[1:]), **common)
 
 
@@ -305,8 +344,10 @@ def _acp_backend(
     interactive: bool,
 ) -> BackendConfig:
     """An ACP agent's config: the named agent's, else ``argv``."""
-    if args.input is not None:
-        raise ValueError("--input applies to process agents only")
+    for key in ("input", "output_format"):
+        if getattr(args, key) is not None:
+            flag = "--" + key.replace("_", "-")
+            raise ValueError(f"{flag} applies to process agents only")
     acp = {
         **common,
         "permission": _permission(args, interactive=interactive),
@@ -324,7 +365,7 @@ def _acp_backend(
         if args.permission is None and "permission" in configured:
             acp["permission"] = None
         acp.update(fs=args.fs or None, terminal=args.terminal or None)
-        return _named(named, acp)
+        return named_backend(named, acp)
     from .. import AcpBackendConfig
 
     return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)

@@ -1,7 +1,8 @@
 """``oma-bridge tasks FILE``: run a task graph from a TOML or JSON file.
 
 The file names its agents inline (``process = "CMD ARGS"``, ``acp = "CMD
-ARGS"``, or ``agent = "NAME"`` for a known agent, as ``--agent``) and lists its
+ARGS"``, or ``agent = "NAME"`` for a named agent, resolved exactly as
+``--agent NAME``: config files, presets, ``registry:ID``) and lists its
 tasks; it is validated with pydantic over the dataclasses below and ``Task``,
 so an error names the file and the key path. On a terminal a live table shows
 the graph (rich); otherwise every progress event is one JSON line on stdout.
@@ -14,7 +15,7 @@ import shlex
 import signal
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, HelpFormatter, fail
 from ._signals import Termination
@@ -24,17 +25,21 @@ if TYPE_CHECKING:
 
     from rich.table import Table
 
-    from .. import AgentConfig, ProgressEvent, Task, TasksResult, TeamAgent
+    from .. import BackendConfig, ProgressEvent, Task, TasksResult, TeamAgent
+    from ..presets._config import OutputFormat
 
 EXAMPLE = """\
 example file (tasks.toml):
   max_concurrency = 4          # optional, as are the two budgets
-  max_token_budget = 200000
-  max_cost_usd = 2.0
+  max_token_budget = 200000    # tokens across the run (usage the agents report)
+  max_cost_usd = 2.0           # dollars across the run (e.g. Claude Code's cost)
+
+  [agents.planner]
+  agent = "claude"             # a named agent, as --agent NAME: oma-bridge.toml
+  timeout = 300                # (here or in the user config), a preset, registry:ID
 
   [agents.writer]
   process = "python examples/writer.py"
-  timeout = 120
   capabilities = ["write"]
 
   [agents.reviewer]
@@ -42,9 +47,15 @@ example file (tasks.toml):
   permission = "read-only"
 
   [[tasks]]
+  id = "plan"
+  description = "Outline a haiku about pipes."
+  assignee = "planner"
+
+  [[tasks]]
   id = "draft"
-  description = "Write a haiku about pipes."
-  assignee = "writer"
+  description = "Write the haiku outlined above."
+  capability = "write"
+  depends_on = ["plan"]
 
   [[tasks]]
   id = "review"
@@ -52,6 +63,14 @@ example file (tasks.toml):
   assignee = "reviewer"
   depends_on = ["draft"]
   retries = 1
+
+agent keys: exactly one of process, acp, agent; then capabilities,
+system_prompt, cwd, env, timeout; input and output_format (process agents:
+how the prompt is passed, how stdout is read, e.g. "claude-stream-json");
+permission (ACP agents). Keys not given keep a named agent's own settings.
+
+task keys: id, description (the prompt, text only), title, assignee (or
+capability, or neither: round-robin), depends_on, retries, retry_backoff.
 
 exit status: 0 every task completed, 1 a task failed, was skipped or stopped
 (or the budget ran out), 2 the file is invalid, 130 interrupted.
@@ -71,7 +90,8 @@ class AgentSpec:
     env: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
     input: Literal["stdin", "argument", "none"] | None = None
-    permission: Literal["auto-approve", "read-only", "reject"] = "read-only"
+    output_format: OutputFormat | None = None
+    permission: Literal["auto-approve", "read-only", "reject"] | None = None
 
     __pydantic_config__: ClassVar[dict[str, object]] = {"extra": "forbid"}
 
@@ -115,7 +135,7 @@ def tasks_command(args: argparse.Namespace) -> int:
 
     try:
         spec = load(args.file)
-        agents = {name: team_agent(name, a) for name, a in spec.agents.items()}
+        agents = team_agents(args.file, spec)
     except (OSError, ValueError, TypeError) as exc:
         return fail(str(exc))
     live = args.format == "live" or (args.format == "auto" and sys.stdout.isatty())
@@ -155,17 +175,17 @@ def load(path: str) -> TaskFile:
     """
     from pydantic import TypeAdapter, ValidationError
 
-    # TaskFile's annotations name Task, imported here rather than at the top:
+    # TaskFile's annotations name these, imported here rather than at the top:
     # building the parser for `oma-bridge --help` must not load the library.
     from .. import Task  # noqa: F401
+    from ..presets._config import OutputFormat  # noqa: F401
 
     with open(path, "rb") as f:
         data = f.read()
+    from ..presets._toml import loads as toml_loads
+
     try:
-        if path.endswith(".json"):
-            raw = json.loads(data)
-        else:
-            raw = _toml_loads(data.decode())
+        raw = json.loads(data) if path.endswith(".json") else toml_loads(data.decode())
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, UnicodeError
         raise ValueError(f"{path}: not valid {_kind(path)}: {exc}") from None
     try:
@@ -184,61 +204,95 @@ def _kind(path: str) -> str:
     return "JSON" if path.endswith(".json") else "TOML"
 
 
-def _toml_loads(text: str) -> dict[str, object]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
-    data: dict[str, object] = tomllib.loads(text)
-    return data
+def team_agents(path: str, spec: TaskFile) -> dict[str, TeamAgent]:
+    """The file's agents (ValueError naming the file and the key)."""
+    agents = {}
+    for name, entry in spec.agents.items():
+        try:
+            agents[name] = team_agent(name, entry)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    return agents
 
 
 def team_agent(name: str, spec: AgentSpec) -> TeamAgent:
     """The ``TeamAgent`` an agent entry describes (ValueError when it is unclear)."""
-    from .. import AcpBackendConfig, AgentConfig, ProcessBackendConfig, TeamAgent
-    from ..presets import PRESETS, preset
+    from .. import AgentConfig, TeamAgent
 
+    where = f"agents.{name}"
     given = [k for k in ("process", "acp", "agent") if getattr(spec, k) is not None]
     if len(given) != 1:
         raise ValueError(
-            f"agents.{name}: give exactly one of process, acp and agent "
+            f"{where}: give exactly one of process, acp and agent "
             f"(got {', '.join(given) or 'none'})"
         )
-    common: dict[str, object] = {
+    common: dict[str, Any] = {
         "env": spec.env or None,
         "cwd": spec.cwd,
         "timeout": spec.timeout,
     }
-    if spec.agent is not None:
-        if spec.agent not in PRESETS:
-            known = ", ".join(sorted(PRESETS))
-            raise ValueError(f"agents.{name}: unknown agent {spec.agent!r} ({known})")
-        if PRESETS[spec.agent].transport == "acp":
-            common["permission"] = spec.permission
-        backend = preset(spec.agent, **common)
-    else:
-        argv = shlex.split(spec.process or spec.acp or "")
-        if not argv:
-            raise ValueError(f"agents.{name}: the command is empty")
-        if spec.process is not None:
-            if spec.input is not None:
-                common["input"] = spec.input
-            backend = ProcessBackendConfig(
-                command=argv[0],
-                args=tuple(argv[1:]),
-                **common,  # type: ignore[arg-type]
-            )
+    system_prompt = spec.system_prompt
+    try:
+        if spec.agent is not None:
+            backend, configured_prompt = _named_agent(where, spec, common)
+            system_prompt = system_prompt or configured_prompt
         else:
-            backend = AcpBackendConfig(
-                command=argv[0],
-                args=tuple(argv[1:]),
-                permission=spec.permission,
-                **common,  # type: ignore[arg-type]
-            )
-    config: AgentConfig = AgentConfig(
-        name=name, backend=backend, system_prompt=spec.system_prompt
-    )
+            backend = _inline_agent(where, spec, common)
+    except TypeError as exc:  # a value the config refuses
+        raise ValueError(f"{where}: {exc}") from None
+    config = AgentConfig(name=name, backend=backend, system_prompt=system_prompt)
     return TeamAgent(config, spec.capabilities)
+
+
+def _options(where: str, spec: AgentSpec, transport: str) -> dict[str, Any]:
+    """The entry's transport-specific keys (None: not given); the other
+    transport's keys are refused."""
+    mine: tuple[str, ...] = ("input", "output_format")
+    other: tuple[str, ...] = ("permission",)
+    if transport != "process":
+        mine, other = other, mine
+    for key in other:
+        if getattr(spec, key) is not None:
+            kind = "ACP" if transport == "process" else "process"
+            raise ValueError(f"{where}.{key}: applies to {kind} agents only")
+    return {key: getattr(spec, key) for key in mine}
+
+
+def _named_agent(
+    where: str, spec: AgentSpec, common: dict[str, Any]
+) -> tuple[BackendConfig, str | None]:
+    """A named agent's config, resolved as ``--agent NAME`` is (config files,
+    presets, ``registry:ID``), and the system prompt its config file sets."""
+    from ._agent_options import lookup_named, named_backend
+
+    assert spec.agent is not None
+    try:
+        named, transport, system_prompt = lookup_named(spec.agent)
+    except ValueError as exc:
+        raise ValueError(f"{where}.agent: {exc}") from None
+    options = {**common, **_options(where, spec, transport)}
+    return named_backend(named, options), system_prompt
+
+
+def _inline_agent(where: str, spec: AgentSpec, common: dict[str, Any]) -> BackendConfig:
+    """A ``process = "CMD ARGS"`` or ``acp = "CMD ARGS"`` entry's config."""
+    from .. import AcpBackendConfig, ProcessBackendConfig
+
+    transport = "process" if spec.process is not None else "acp"
+    command = spec.process if spec.process is not None else spec.acp
+    try:
+        argv = shlex.split(command or "")
+    except ValueError as exc:  # an unbalanced quote
+        raise ValueError(f"{where}.{transport}: {exc} in {command!r}") from None
+    if not argv:
+        raise ValueError(f"{where}.{transport}: the command is empty")
+    given = _options(where, spec, transport).items()
+    options = {key: value for key, value in given if value is not None}
+    if transport == "process":
+        return ProcessBackendConfig(
+            command=argv[0], args=tuple(argv[1:]), **common, **options
+        )
+    return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **common, **options)
 
 
 def event_json(event: ProgressEvent) -> dict[str, object]:

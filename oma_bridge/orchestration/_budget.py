@@ -4,7 +4,9 @@ Usage comes from what agents report while they run (``UsageEvent``: ACP usage
 updates, a user-written backend's reports) and from each result's
 ``token_usage`` when a run ends. The first reading over a limit stops the run:
 every registered cancel scope is cancelled (an ``Agent`` run killed that way
-kills its process tree) and nothing new starts.
+kills its process tree) and nothing new starts. One scope may be spared: a CLI
+whose usage is parsed from its output reports it as it finishes its turn, so
+the run that reported it gets ``finish_grace`` seconds to end on its own.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ class Budget:
 
     Attributes:
         exceeded: The limit that ran out (a phrase for messages), or None.
+        finish_grace: Seconds a spared run may still take (see ``report``).
     """
+
+    finish_grace: float = 5.0
 
     def __init__(self, max_tokens: int | None, max_cost_usd: float | None) -> None:
         self.max_tokens = max_tokens
@@ -72,10 +77,29 @@ class Budget:
     def unwatch(self, scope: anyio.CancelScope) -> None:
         self._scopes.discard(scope)
 
-    def report(self, key: object, usage: TokenUsage) -> bool:
-        """A running call's usage so far; True if this reading broke the budget."""
+    def report(
+        self,
+        key: object,
+        usage: TokenUsage,
+        *,
+        spare: anyio.CancelScope | None = None,
+    ) -> bool:
+        """A running call's usage so far; True if this reading broke the budget.
+
+        Args:
+            spare: The reporting call's scope, when its reading comes as it
+                finishes: not cancelled by this reading, but given
+                ``finish_grace`` seconds (its answer is already paid for).
+        """
         self._live[key] = usage
-        return self._check()
+        broke = self._check(spare)
+        if broke and spare is not None:
+            import anyio
+
+            spare.deadline = min(
+                spare.deadline, anyio.current_time() + self.finish_grace
+            )
+        return broke
 
     def finish(self, key: object, usage: TokenUsage) -> bool:
         """A call ended with ``usage`` (its last reading when the result has none)."""
@@ -88,7 +112,7 @@ class Budget:
     def error(self) -> BudgetExceededError:
         return BudgetExceededError(self.usage, self.exceeded or "budget")
 
-    def _check(self) -> bool:
+    def _check(self, spare: anyio.CancelScope | None = None) -> bool:
         if self.exceeded is not None:
             return False
         usage = self.usage
@@ -104,5 +128,6 @@ class Budget:
         else:
             return False
         for scope in self._scopes:
-            scope.cancel()
+            if scope is not spare:
+                scope.cancel()
         return True

@@ -108,7 +108,7 @@ async def call_agent(
     with ctx.tracing.span(
         "oma.agent", run_id=ctx.run_id, agent=name, task_id=task_id, attempt=attempt
     ) as span:
-        result = await _drive(ctx, agent, stream, started)
+        result = await _drive(ctx, agent, stream, started, _usage_at_end(config))
         span.usage(result.token_usage)
         span.set(success=result.success, budget_exceeded=result.budget_exceeded)
         span.status(result.success, error_kind(result.error))
@@ -148,10 +148,28 @@ def error_kind(error: BaseException | None) -> str:
     return str(getattr(error, "code", type(error).__name__))
 
 
+def _usage_at_end(config: AgentConfig) -> bool:
+    """Whether the agent's usage is parsed from a CLI's output, which reports
+    it with the final answer (Claude Code's ``result`` line, ...)."""
+    from ..backends import ProcessBackendConfig
+
+    backend = config.backend
+    return isinstance(backend, ProcessBackendConfig) and backend.output_format != "text"
+
+
 async def _drive(
-    ctx: RunContext, agent: Agent, stream: AgentStream, started: float
+    ctx: RunContext,
+    agent: Agent,
+    stream: AgentStream,
+    started: float,
+    usage_at_end: bool,
 ) -> AgentRunResult:
-    """Consume the run's events, feeding the budget; stop when it runs out."""
+    """Consume the run's events, feeding the budget; stop when it runs out.
+
+    With ``usage_at_end`` a reading that breaks the budget does not kill its
+    own run at once (the CLI is finishing; its answer is paid for): it gets
+    ``Budget.finish_grace`` seconds, while all other running work stops.
+    """
     budget = ctx.budget
     key = object()
     text: list[str] = []
@@ -167,7 +185,8 @@ async def _drive(
                         text.append(event.text)
                     elif isinstance(event, UsageEvent):
                         usage = event.usage
-                        broke = budget.report(key, usage) or broke
+                        spare = scope if usage_at_end else None
+                        broke = budget.report(key, usage, spare=spare) or broke
                     elif isinstance(event, (DoneEvent, ErrorEvent)):
                         result = event.result
         finally:
@@ -178,7 +197,8 @@ async def _drive(
         await ctx.emit_budget()
     if result is not None:
         return result
-    # Only the budget cancels this scope: the stream was closed (tree killed).
+    # Only the budget (or its grace) cancels this scope: the stream was closed
+    # and the tree killed.
     return AgentRunResult(
         success=False,
         output="".join(text),

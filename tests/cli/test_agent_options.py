@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+from oma_bridge import OUTPUT_FORMATS, AcpBackendConfig, ProcessBackendConfig
 from oma_bridge.cli._agent_options import add_agent_options, agent_config
 
 
@@ -77,8 +77,39 @@ def test_a_preset_gets_the_options() -> None:
         (["--agent", "claude", "--terminal"], "--terminal applies to ACP agents"),
         (["--process", "cat", "--auth-method", "k"], "--auth-method applies to ACP"),
         (["--acp", "agent", "--input", "stdin"], "--input applies to process agents"),
+        (
+            ["--acp", "agent", "--output-format", "codex-json"],
+            "--output-format applies to process agents only",
+        ),
+        (
+            ["--agent", "claude-acp", "--output-format", "claude-stream-json"],
+            "--output-format applies to process agents only",
+        ),
     ],
 )
 def test_contradictory_options_are_refused(words: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         config(*words)
+
+
+def test_output_format_picks_the_parser_over_a_presets_own() -> None:
+    plain = config("--process", "cat").backend
+    assert isinstance(plain, ProcessBackendConfig) and plain.output_format == "text"
+    parsed = config("--process", "cat", "--output-format", "codex-json").backend
+    assert isinstance(parsed, ProcessBackendConfig)
+    assert parsed.output_format == "codex-json"
+    # A preset keeps its format unless the option is given.
+    claude = config("--agent", "claude").backend
+    assert isinstance(claude, ProcessBackendConfig)
+    assert claude.output_format == "claude-stream-json"
+    raw = config("--agent", "claude", "--output-format", "text").backend
+    assert isinstance(raw, ProcessBackendConfig) and raw.output_format == "text"
+
+
+def test_an_unknown_output_format_is_a_usage_error_listing_the_names(capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        config("--process", "cat", "--output-format", "yaml")
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'yaml'" in err
+    assert ", ".join(map(repr, OUTPUT_FORMATS)) in err

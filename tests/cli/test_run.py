@@ -354,3 +354,60 @@ def test_on_a_terminal_the_user_is_asked_per_request(
         assert reply["outcome"]["optionId"] == "opt-reject_once"
     else:
         assert reply["outcome"]["optionId"] == chosen
+
+
+STREAMS = ROOT / "tests" / "backends" / "fixtures" / "streams"
+REPLAY = f"{PY} {ROOT / 'tests' / 'peers' / 'replay.py'}"
+
+
+def test_output_format_parses_a_process_agents_json_stream() -> None:
+    claude = f"{REPLAY} {STREAMS / 'claude-stream-json.jsonl'}"
+    done = cli("run", "--process", claude, "--output-format", "claude-stream-json",
+               "--format", "json", "how many lines?")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["output"] == "README.md has 42 lines."
+    assert result["token_usage"] == {
+        "input_tokens": 25612, "output_tokens": 140, "cost": 0.0123456,
+    }  # fmt: skip
+    assert [t["title"] for t in result["tool_calls"]] == ["Bash"]
+    # Without the option stdout is the reply, as it came.
+    raw = cli("run", "--process", claude, "x")
+    assert raw.returncode == 0 and raw.stdout.startswith('{"type":"system"')
+
+
+def test_output_format_with_an_acp_agent_is_a_usage_error() -> None:
+    done = cli("run", "--acp", ACP_PEER, "--output-format", "codex-json", "x")
+    assert done.returncode == 2
+    assert "--output-format applies to process agents only" in done.stderr
+
+
+def test_a_named_agents_format_applies_unless_the_option_is_given(
+    tmp_path: Path,
+) -> None:
+    codex = STREAMS / "codex-json.jsonl"
+    (tmp_path / "oma-bridge.toml").write_text(
+        "[agents.rec]\n"
+        'transport = "process"\n'
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(ROOT / 'tests' / 'peers' / 'replay.py'))}, "
+        f"{json.dumps(str(codex))}]\n"
+        'output_format = "codex-json"\n'
+    )
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, (str(ROOT), env.get("PYTHONPATH")))
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "oma_bridge", "run", "--agent", "rec", *args, "x"],
+            capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env,
+        )  # fmt: skip
+
+    parsed = run()
+    assert parsed.returncode == 0, parsed.stderr
+    assert parsed.stdout.strip() == "README.md has 42 lines."  # not the events
+    raw = run("--output-format", "text")
+    assert raw.returncode == 0, raw.stderr
+    assert raw.stdout == codex.read_text()

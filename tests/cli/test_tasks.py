@@ -20,13 +20,19 @@ ACP = f"{shlex.quote(sys.executable)} {PEERS / 'acp_agent.py'}"
 WAIT = 60  # bound on every wait for the CLI; generous, never asserted
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    # A config dir of its own: the user's oma-bridge.toml must not count.
+    env = {**os.environ, "XDG_CONFIG_HOME": str(cwd / ".no-user-config")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, (str(ROOT), env.get("PYTHONPATH")))
+    )
     return subprocess.run(
         [sys.executable, "-m", "oma_bridge", "tasks", *args],
         capture_output=True,
         text=True,
         timeout=WAIT,
-        cwd=ROOT,
+        cwd=cwd,
+        env=env,
     )
 
 
@@ -168,3 +174,121 @@ def test_on_a_terminal_a_live_table_is_drawn(tmp_path):
     assert "running" in text  # redrawn while the tasks ran, not only at the end
     assert "echo: echo" in text  # the last task's output, after the table
     assert '"type"' not in text  # no JSON lines on a terminal
+
+
+NAMED = f"""
+[agents.stream]
+transport = "process"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(PEERS / "claude_stream.py"))}, "600", "100", "0.25"]
+output_format = "claude-stream-json"
+timeout = 30
+
+[agents.echo]
+transport = "process"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(PEERS / "worker.py"))}]
+"""
+
+
+def test_a_named_agent_comes_from_oma_bridge_toml_in_the_working_dir(tmp_path):
+    (tmp_path / "oma-bridge.toml").write_text(NAMED)
+    (tmp_path / "tasks.toml").write_text(
+        """
+max_cost_usd = 1.0
+
+[agents.writer]
+agent = "stream"
+
+[agents.checker]
+agent = "echo"
+timeout = 20
+
+[[tasks]]
+id = "draft"
+description = "write it"
+assignee = "writer"
+
+[[tasks]]
+id = "check"
+description = "say:checked"
+assignee = "checker"
+depends_on = ["draft"]
+"""
+    )
+    done = cli("tasks.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    draft, check = result["tasks"]
+    # The configured output_format applies: the stream was parsed.
+    assert draft["output"] == "done: write it"
+    assert draft["usage"] == {"input_tokens": 600, "output_tokens": 100, "cost": 0.25}
+    assert check["output"] == "checked"
+    assert result["usage"]["cost"] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            'agent = "nope"',
+            "tasks.toml: agents.w.agent: unknown agent 'nope'; known agents: "
+            "stream, echo, claude, codex",
+        ),
+        (
+            'agent = "echo"\npermission = "reject"',
+            "tasks.toml: agents.w.permission: applies to ACP agents only",
+        ),
+        (
+            'agent = "claude-acp"\noutput_format = "codex-json"',
+            "tasks.toml: agents.w.output_format: applies to process agents only",
+        ),
+        (
+            'agent = "echo"\noutput_format = "yaml"',
+            "tasks.toml: agents.w.output_format: Input should be 'text'",
+        ),
+        (
+            'process = "python \'unclosed"',
+            "tasks.toml: agents.w.process: No closing quotation",
+        ),
+    ],
+)
+def test_a_bad_agent_entry_names_the_file_and_key(tmp_path, entry, message):
+    (tmp_path / "oma-bridge.toml").write_text(NAMED)
+    (tmp_path / "tasks.toml").write_text(
+        f'[agents.w]\n{entry}\n\n[[tasks]]\nid = "a"\ndescription = "x"\n'
+    )
+    done = cli("tasks.toml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_a_broken_config_file_is_named_beside_the_task_file(tmp_path):
+    (tmp_path / "oma-bridge.toml").write_text('[agents.echo]\ntimeout = "5"\n')
+    (tmp_path / "tasks.toml").write_text(
+        '[agents.w]\nagent = "echo"\n\n[[tasks]]\nid = "a"\ndescription = "x"\n'
+    )
+    done = cli("tasks.toml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "tasks.toml: agents.w.agent: " in done.stderr
+    assert "oma-bridge.toml: agents.echo.timeout: expected a number" in done.stderr
+
+
+def test_the_example_in_the_help_is_a_valid_task_file(tmp_path, monkeypatch):
+    from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+    from oma_bridge.cli._tasks import EXAMPLE, load, team_agents
+
+    body = EXAMPLE.split("\n\n", 1)[1].split("\n\nagent keys:")[0]
+    path = tmp_path / "tasks.toml"
+    path.write_text("\n".join(line[2:] for line in body.splitlines()))
+    monkeypatch.chdir(tmp_path)  # no oma-bridge.toml here: "claude" is the preset
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    spec = load(str(path))
+    agents = team_agents(str(path), spec)
+    assert [t.id for t in spec.tasks] == ["plan", "draft", "review"]
+    planner = agents["planner"].config.backend
+    assert isinstance(planner, ProcessBackendConfig)
+    assert planner.output_format == "claude-stream-json" and planner.timeout == 300
+    assert agents["writer"].capabilities == ("write",)
+    assert isinstance(agents["reviewer"].config.backend, AcpBackendConfig)
