@@ -25,7 +25,7 @@ from ..backends._proc import (
     exit_error,
     resolve_executable,
 )
-from ..backends._redact import secret_values
+from ..backends._redact import redact, secret_values
 from ..bridge import (
     BackendStartError,
     BackendTimeout,
@@ -36,7 +36,7 @@ from ..bridge import (
 from . import methods as m
 from ._client_router import client_capabilities, client_router
 from ._files import FileSandbox
-from ._framing import NdjsonStream
+from ._framing import NdjsonStream, preview
 from ._permissions import CANCELLED_OUTCOME
 from ._terminals import Terminals
 from .connection import Connection, RequestError
@@ -149,7 +149,8 @@ class AgentProcess:
         version = init.get("protocolVersion")
         if version != m.PROTOCOL_VERSION:
             raise ProtocolError(
-                f"The agent speaks ACP protocol version {version!r}; oma-bridge "
+                "The agent speaks ACP protocol version "
+                f"{preview(repr(version).encode())}; oma-bridge "
                 f"speaks version {m.PROTOCOL_VERSION}. Use an agent release that "
                 "supports version 1."
             )
@@ -297,6 +298,7 @@ class AgentProcess:
             ", ".join(f"{a.get('id')} ({a.get('name')})" for a in self.auth_methods)
             or "no authMethods at all"
         )
+        offered = redact(offered[:2000])  # the agent's own text
         return RemoteError(
             exc.method,
             rpc_code=exc.rpc_code,
