@@ -43,6 +43,15 @@ def _is_jsonl(path: str) -> bool:
     return False
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; one a float cannot hold is refused, since the
+    result line would carry it as ``Infinity``, which is not JSON."""
+    value = float(text)
+    if value - value != 0:  # inf or nan
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:
     """One input line as an item, or why it is not one; (None, None) if blank."""
     text = line.rstrip("\r\n")
@@ -51,7 +60,9 @@ def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | 
     if not jsonl:
         return BatchItem(id=number, input=text), None
     try:
-        record = json.loads(text)
+        record = json.loads(text, parse_float=_finite, parse_constant=_finite)
+    except RecursionError:  # json recurses per level of nesting
+        return None, "not valid JSON (nested too deeply)"
     except ValueError as exc:
         return None, f"not valid JSON ({exc})"
     if not isinstance(record, dict):
@@ -138,7 +149,7 @@ def recorded_ids(path: str) -> set[str | int]:
                 break
             try:
                 record = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 break
             good_end += len(raw)
             if isinstance(record, dict) and not record.get("cancelled"):
