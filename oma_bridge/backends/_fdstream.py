@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import selectors
+import time
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ("FdReceiveStream", "FdSendStream", "SideChannels")
 
 _READ_SIZE = 64 * 1024
+_FOREVER = float("inf")
 
 
 def _raise_if_closed(exc: OSError) -> None:
@@ -139,13 +141,38 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
     Args:
         fd: The descriptor to read.
         side: Side channels serviced while this stream waits for data.
+        writer_gone: Whether the process that writes ``fd`` has exited. A
+            process it started may keep the pipe open for ever: ``grace``
+            seconds after the exit is seen, an empty pipe counts as ended
+            (``EndOfStream``) and ``held_open`` is set. The exit is seen when a
+            side channel wakes the wait (a pidfd) or at the latest every
+            ``poll`` seconds.
+        grace: See ``writer_gone``.
+        poll: See ``writer_gone``.
+
+    Attributes:
+        held_open: The stream was ended because the writer was gone while
+            something else still held the pipe open.
     """
 
-    def __init__(self, fd: int, *, side: SideChannels | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        *,
+        side: SideChannels | None = None,
+        writer_gone: Callable[[], bool] | None = None,
+        grace: float = 1.0,
+        poll: float = 0.25,
+    ) -> None:
         self._fd = fd
         self._side = side
         self._sel: selectors.DefaultSelector | None = None
         self._closed = False
+        self._writer_gone = writer_gone
+        self._grace = grace
+        self._poll = poll
+        self._gone_at: float | None = None
+        self.held_open = False
         if side is not None:
             self._sel = selectors.DefaultSelector()
             self._sel.register(fd, selectors.EVENT_READ)
@@ -167,7 +194,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                     raise anyio.EndOfStream
                 return data
             if self._sel is None:
-                await _wait_readable(self._fd)
+                await self._wait(self._fd)
                 continue
             assert self._side is not None
             if self._side.service():
@@ -175,7 +202,33 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 # this loop from ever yielding: cancellation is delivered here.
                 await anyio.lowlevel.checkpoint()
             else:
-                await _wait_readable(self._sel.fileno())
+                await self._wait(self._sel.fileno())
+
+    async def _wait(self, fd: int) -> None:
+        """Wait until ``fd`` is readable; past the writer's exit, for a while.
+
+        Raises:
+            anyio.EndOfStream: the writer exited ``grace`` ago and the pipe,
+                held open by something else, stayed empty.
+        """
+        if self._writer_gone is None:
+            await _wait_readable(fd)
+            return
+        now = time.monotonic()
+        if self._gone_at is None and self._writer_gone():
+            self._gone_at = now
+        if self._gone_at is None:
+            left = self._poll
+            if left == _FOREVER:  # a side channel wakes us at the exit
+                await _wait_readable(fd)
+                return
+        else:
+            left = self._gone_at + self._grace - now
+            if left <= 0:
+                self.held_open = True
+                raise anyio.EndOfStream
+        with anyio.move_on_after(left):
+            await _wait_readable(fd)
 
     async def aclose(self) -> None:
         """Wake a pending ``receive`` and fail later ones (ClosedResourceError)."""

@@ -27,6 +27,7 @@ from ..bridge import (
     OmaBridgeError,
     TextEvent,
 )
+from ._exit import held_open
 from ._proc import EXIT_UNKNOWN, StderrTail, exit_error
 from ._redact import secret_values
 
@@ -123,6 +124,13 @@ class RunCore:
         self._aborted = False
         self._failure: OmaBridgeError | None = None
         self._terminal: DoneEvent | ErrorEvent | None = None
+        #: What outlived the leader (``pipes_held_open``), or "".
+        self.left_behind = ""
+
+    @property
+    def command(self) -> str:
+        """The command as configured, for messages."""
+        return self._config.command
 
     @property
     def kill_grace(self) -> float:
@@ -246,6 +254,20 @@ class RunCore:
             left = min(left, self._pipes_due() - now)
         return left
 
+    def pipes_held_open(self) -> str:
+        """At ``Step.CLOSE_PIPES``: what outlived the leader, for the error and
+        the log (the driver closes the pipes)."""
+        held = [
+            name
+            for name, still in (
+                ("stdout", self.stdout_open),
+                ("stderr", self.stderr_open),
+            )
+            if still
+        ]
+        self.left_behind = held_open(" and ".join(held), self._config.kill_grace)
+        return self.left_behind
+
     def _pipes_due(self) -> float:
         assert self._exited_at is not None
         return self._exited_at + self._config.kill_grace
@@ -281,7 +303,10 @@ class RunCore:
             return None
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         return exit_error(
-            self._config.command, code, self._tail.text(secret_values(env))
+            self._config.command,
+            code,
+            self._tail.text(secret_values(env)),
+            self.left_behind,
         )
 
     def _ending(self, now: float) -> DoneEvent | ErrorEvent:

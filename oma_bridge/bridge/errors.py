@@ -118,6 +118,8 @@ class BackendExitError(OmaBridgeError):
             status is unknown (the host process ignores SIGCHLD).
         signal: The signal's name (``"SIGKILL"``), or None.
         stderr_tail: The last lines of its stderr, secrets redacted.
+        left_behind: What it left running when it ended, if anything noticed
+            (a process it started that kept its output pipe open), else "".
     """
 
     code: ClassVar[str] = "BACKEND_EXIT"
@@ -129,11 +131,13 @@ class BackendExitError(OmaBridgeError):
         exit_code: int | None = None,
         signal: str | None = None,
         stderr_tail: str = "",
+        left_behind: str = "",
     ) -> None:
         self.command = command
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
+        self.left_behind = left_behind
         if signal:
             how = f"was killed by {signal}"
         elif exit_code is None:
@@ -141,6 +145,8 @@ class BackendExitError(OmaBridgeError):
         else:
             how = f"exited with code {exit_code}"
         message = f"{command!r} {how}."
+        if left_behind:
+            message += f" {left_behind}"
         if stderr_tail.strip():
             message += (
                 f"\nThe end of its stderr (secrets redacted):\n{stderr_tail.rstrip()}"

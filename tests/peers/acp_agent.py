@@ -12,6 +12,9 @@ Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
 late: and latejoined: write "sent late" once their chunks are written.
+escape / escapesetsid: start `sleep 60` holding stdout and stderr (in our
+process group / in a session of its own), log its pid as {"_sent": "escaped"},
+then exit 3 mid-turn.
 Hostile frames: raw:PATH writes the bytes of PATH to stdout as they are and goes
 on; rpcerror:TEXT answers the prompt with a -32603 error object whose message
 and data.detail are TEXT; both:TEXT answers it with a result AND an error;
@@ -388,6 +391,16 @@ def prompt_turn(sid: str, text: str) -> str:
             chunk(sid, "partial")
             sys.stderr.write("fatal: model exploded, token=sk-abcdefghijklmnopqrstu\n")
             sys.stderr.flush()
+            os._exit(3)
+        elif name in ("escape", "escapesetsid"):
+            # Start a child that keeps our stdout and stderr, then die mid-turn.
+            import subprocess
+
+            child = subprocess.Popen(
+                ["sleep", "60"], start_new_session=name == "escapesetsid"
+            )
+            log({"_sent": "escaped", "id": None, "pid": child.pid})
+            chunk(sid, "partial")
             os._exit(3)
         elif name == "raw":
             with open(arg, "rb") as f:
