@@ -146,8 +146,9 @@ class AgentProcess:
             writer_gone=self._has_exited,
             grace=config.kill_grace,
             poll=float("inf") if child.pidfd >= 0 else 0.25,
+            ahead_limit=config.max_line_bytes,
         )
-        self.writer = FdSendStream(child.stdin)
+        self.writer = FdSendStream(child.stdin, read_ahead=self.reader)
         stream = self.stream = NdjsonStream(
             self.reader, self.writer, max_line_bytes=config.max_line_bytes
         )

@@ -12,6 +12,8 @@ Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
 late: and latejoined: write "sent late" once their chunks are written.
+readflood:PATH:COUNT asks for PATH, writes COUNT 64 KiB chunks, then reads
+the answer.
 escape / escapesetsid: start `sleep 60` holding stdout and stderr (in our
 process group / in a session of its own), log its pid as {"_sent": "escaped"},
 then exit 3 mid-turn.
@@ -402,6 +404,32 @@ def prompt_turn(sid: str, text: str) -> str:
             log({"_sent": "escaped", "id": None, "pid": child.pid})
             chunk(sid, "partial")
             os._exit(3)
+        elif name == "readflood":
+            # Ask for a file, then write COUNT 64 KiB chunks before reading the
+            # answer: a client that writes the answer without reading deadlocks.
+            global _next_id
+            path, _, count = arg.partition(":")
+            _next_id += 1
+            my_id = _next_id
+            params = {"sessionId": sid, "path": path}
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": my_id,
+                    "method": "fs/read_text_file",
+                    "params": params,
+                }
+            )
+            for _ in range(int(count)):
+                chunk(sid, "y" * 65536)
+            while True:
+                msg = read_msg()
+                assert msg is not None
+                if msg.get("id") == my_id and "method" not in msg:
+                    break
+                _backlog.append(msg)
+            content = msg.get("result", {}).get("content", "")
+            chunk(sid, f"|read {len(content)} bytes")
         elif name == "raw":
             with open(arg, "rb") as f:
                 OUT.write(f.read())
