@@ -76,7 +76,7 @@ def _check_block(block: object, path: Path) -> None:
     if kind == "text":
         _need_str(block, "text", path)
         # As for a str prompt: a lone surrogate cannot reach any transport.
-        _need_utf8(block["text"], (*path, "text"))  # type: ignore[arg-type]
+        _need_utf8(block["text"], (*path, "text"))
     elif kind in _MEDIA_BLOCKS:
         _check_source(block.get("source"), (*path, "source"))
     elif kind == "tool_use":
