@@ -75,7 +75,10 @@ class PendingRequests:
         """Match a response to its request (one for no request is dropped)."""
         slot = self._slots.get(request_id)
         if slot is None or slot.done:
-            logger.debug("dropping a response to unknown request %r", request_id)
+            logger.debug(
+                "dropping a response to unknown request %s",
+                preview(repr(request_id).encode()),
+            )
             return
         slot.done = True
         error = message.get("error")
