@@ -137,10 +137,16 @@ def test_a_pool_run_ends_when_its_leader_exits_and_logs_it(
 # -- ACP agents ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
 @pytest.mark.parametrize("mode", ["escape", "escapesetsid"])
 async def test_an_acp_agent_that_exits_mid_turn_ends_the_run(
-    tmp_path: Path, mode: str
+    tmp_path: Path, mode: str, pidfd: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if not pidfd:
+        # As on macOS, or where pidfd_open is refused: the exit is polled.
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd_open here")
     log = tmp_path / "log"
     started = time.monotonic()
     async with agent_for(fake_agent(log, kill_grace=GRACE)) as agent:
@@ -170,10 +176,15 @@ def map_log(log: Path) -> list[dict[str, object]]:
 # -- terminals -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
 @pytest.mark.parametrize("setsid", [False, True], ids=["in-group", "setsid"])
 async def test_a_terminal_command_that_leaves_a_pipe_holder_finishes(
-    tmp_path: Path, setsid: bool
+    tmp_path: Path, setsid: bool, pidfd: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd_open here")
     side = SideChannels()
     terms = Terminals(
         side,
