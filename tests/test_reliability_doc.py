@@ -22,7 +22,8 @@ def rows() -> list[tuple[str, str]]:
 
 
 def test_the_fault_matrix_has_at_least_forty_rows_each_naming_a_test() -> None:
-    table = [line for line in matrix().splitlines() if re.match(r"\| *\d+ ", line)]
+    table = [line for line in matrix().splitlines() if re.match(r"\| *\w+ *\|", line)]
+    table = [line for line in table if not re.match(r"\| *(#|-+) *\|", line)]
     assert len(table) >= 40
     assert len(rows()) == len(table), "a row names no test as tests/x.py::test_y"
 

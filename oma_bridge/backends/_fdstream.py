@@ -172,6 +172,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._ahead_size = 0
         self._ahead_limit = ahead_limit
         self._ahead_eof = False
+        self._drain_sel: selectors.DefaultSelector | None = None  # while draining
         self._side = side
         self._sel: selectors.DefaultSelector | None = None
         self._closed = False
@@ -256,7 +257,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         """
         if self._closed:
             raise anyio.ClosedResourceError
-        sel = selectors.DefaultSelector()
+        sel = self._drain_sel = selectors.DefaultSelector()
         try:
             sel.register(fd, selectors.EVENT_WRITE)
             if not self._ahead_eof and self._ahead_size < self._ahead_limit:
@@ -278,7 +279,14 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 else:
                     await _wait_readable(sel.fileno())
         finally:
+            self._drain_sel = None
             sel.close()
+
+    def interrupt_drain(self) -> None:
+        """Wake a ``drain_until_writable`` with ClosedResourceError (its writer or
+        this stream is being closed: the descriptors it watches will go)."""
+        if self._drain_sel is not None:
+            _notify_closing(self._drain_sel.fileno())
 
     async def _wait(self, fd: int) -> None:
         """Wait until ``fd`` is readable; past the writer's exit, for a while.
@@ -311,6 +319,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         if self._closed:
             return
         self._closed = True
+        self.interrupt_drain()
         if self._sel is not None:
             _notify_closing(self._sel.fileno())
             self._sel.close()
@@ -404,4 +413,6 @@ class FdSendStream(anyio.abc.ByteSendStream):
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._read_ahead is not None:
+            self._read_ahead.interrupt_drain()  # a send waiting in there
         await self.send_eof()
