@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
+from ..backends._exit import held_open
 from ..backends._fdstream import FdReceiveStream, FdSendStream, SideChannels
 from ..backends._proc import (
     Child,
@@ -37,7 +38,7 @@ from . import methods as m
 from ._auth import request_logged_in, with_root_hint
 from ._client_router import client_capabilities, client_router
 from ._files import FileSandbox
-from ._framing import NdjsonStream
+from ._framing import NdjsonStream, preview
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
 from ._terminals import Terminals
@@ -113,10 +114,12 @@ class AgentProcess:
                 sandbox=self.sandbox,
                 env=dict(config.env or {}),
                 max_output=config.terminal_output_bytes,
+                pipe_grace=config.kill_grace,
             )
         self.router = client_router(self)
         self.stopped = False
         self.session_used = False  # a run has prompted the current session
+        self.exit_seen = False  # the pidfd said the agent exited
 
     # -- start -----------------------------------------------------------------
 
@@ -137,10 +140,19 @@ class AgentProcess:
         child = self.child = Child(argv, env=env, cwd=self.cwd, pipe_stdin=True)
         self.side.add(child.stderr, self._drain_stderr)
         if child.pidfd >= 0:
-            # Only to wake side-channel waits when the agent exits.
-            self.side.add(child.pidfd, lambda: self.side.remove(child.pidfd))
-        self.reader = FdReceiveStream(child.stdout, side=self.side)
-        self.writer = FdSendStream(child.stdin)
+            # To wake side-channel waits (and the reader) when the agent exits.
+            self.side.add(child.pidfd, self._on_exit)
+        # Something the agent started may hold its stdout open after it exits:
+        # kill_grace later, the reader takes that as the end of the stream.
+        self.reader = FdReceiveStream(
+            child.stdout,
+            side=self.side,
+            writer_gone=self._has_exited,
+            grace=config.kill_grace,
+            poll=float("inf") if child.pidfd >= 0 else 0.25,
+            ahead_limit=config.max_line_bytes,
+        )
+        self.writer = FdSendStream(child.stdin, read_ahead=self.reader)
         stream = self.stream = NdjsonStream(
             self.reader, self.writer, max_line_bytes=config.max_line_bytes
         )
@@ -153,7 +165,8 @@ class AgentProcess:
         version = init.get("protocolVersion")
         if version != m.PROTOCOL_VERSION:
             raise ProtocolError(
-                f"The agent speaks ACP protocol version {version!r}; oma-bridge "
+                "The agent speaks ACP protocol version "
+                f"{preview(repr(version).encode())}; oma-bridge "
                 f"speaks version {m.PROTOCOL_VERSION}. Use an agent release that "
                 "supports version 1."
             )
@@ -310,6 +323,18 @@ class AgentProcess:
 
     # -- side channels ------------------------------------------------------------
 
+    def _on_exit(self) -> None:
+        assert self.child is not None
+        self.side.remove(self.child.pidfd)
+        self.exit_seen = True
+
+    def _has_exited(self) -> bool:
+        child = self.child
+        if self.exit_seen or child is None:
+            return True
+        # With a pidfd, _on_exit says so; without, ask the kernel.
+        return child.pidfd < 0 and child.has_exited()
+
     def _drain_stderr(self) -> None:
         child = self.child
         assert child is not None
@@ -464,7 +489,13 @@ class AgentProcess:
             ):
                 await self.side.wait_until(child.has_exited)
         if child.has_exited():
-            return exit_error(self.config.command, child.reap(), self.stderr_text())
+            left = ""
+            if self.reader is not None and self.reader.held_open:
+                left = held_open("stdout", self.config.kill_grace)
+                logger.warning("ACP agent %r: %s", self.config.command, left)
+            return exit_error(
+                self.config.command, child.reap(), self.stderr_text(), left_behind=left
+            )
         tail = self.stderr_text().strip()
         if not tail:
             return exc

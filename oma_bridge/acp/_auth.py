@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from ..backends._redact import redact_json
 from ..bridge import AuthRequiredError, BackendStartError, RemoteError
 from . import methods as m
 
@@ -30,6 +31,9 @@ __all__ = (
     "root_hint",
     "with_root_hint",
 )
+
+#: How many advertised methods an error names.
+_MAX_METHODS = 20
 
 #: How each known agent is logged in to by hand (by its command or package name).
 LOGIN_COMMANDS: Mapping[str, str] = {
@@ -65,13 +69,16 @@ def auth_required(
     """``exc`` (a -32000 answer) as an ``AuthRequiredError`` with what to do."""
     config = agent.config
     name = agent_name(config)
+    # The methods' names and descriptions are the agent's own text, shown in
+    # the message: redacted, and only as many as a message can hold.
+    offered = [redact_json(dict(a)) for a in agent.auth_methods[:_MAX_METHODS]]
     return AuthRequiredError(
         exc.method,
         command=config.command,
         rpc_code=exc.rpc_code,
         message=exc.rpc_message,
         data=exc.data,
-        auth_methods=agent.auth_methods,
+        auth_methods=offered,  # type: ignore[arg-type]
         login_command=LOGIN_COMMANDS.get(name) if name else None,
         tried=tried,
         problem=problem,

@@ -11,7 +11,15 @@ fails the walk instead of leading out of the root. This is plain POSIX (no
 
 Reads open the file non-blocking (a FIFO cannot hang the event loop), accept
 only a regular file within the size cap, and read at most cap + 1 bytes, so a
-file growing meanwhile is refused rather than read whole. Writes go to a
+file growing meanwhile is refused rather than read whole. A regular file with
+more than one hard link is refused too, unless this sandbox wrote it: a hard
+link has no target to resolve, and its other names may be outside every root
+(``ln ~/.ssh/id_rsa key``), which nothing short of searching the whole file
+system could rule out. The check is the opened descriptor's link count, so a
+link made between the check and the open is caught as well. (Trees of hard
+links, such as a pnpm store, are therefore not readable through the sandbox.)
+A file that is not UTF-8 text (or holds a NUL byte) is refused as a binary
+file rather than served with replacement characters. Writes go to a
 temporary file in the same, already opened directory and are renamed over the
 target within it, so a reader never sees half a file. A new file gets the mode
 ``open()`` would give it; an existing one keeps its mode (and owner, where
@@ -100,12 +108,16 @@ class FileSandbox:
     def __init__(self, roots: Sequence[str], *, max_bytes: int) -> None:
         self.roots = tuple(os.path.realpath(r) for r in roots)
         self.max_bytes = max_bytes
+        # (device, inode) of the files this sandbox wrote: their hard links
+        # were made after our write, from inside, so they may be read.
+        self._written: set[tuple[int, int]] = set()
 
     def resolve(self, path: str) -> str:
         """The real path of ``path`` if it stays inside a root.
 
         Raises:
-            SandboxError: ``..`` in the path, or it resolves outside every root.
+            SandboxError: ``..`` in the path, it resolves outside every root,
+                or it changed while being resolved.
         """
         if "\0" in path or not path:
             raise SandboxError("invalid path")
@@ -116,7 +128,14 @@ class FileSandbox:
         full = path if os.path.isabs(path) else os.path.join(self.roots[0], path)
         # realpath follows every symlink, also in the parent of a file that
         # does not exist yet, so a link pointing out of the root is caught.
-        real = os.path.realpath(full)
+        try:
+            real = os.path.realpath(full)
+        except OSError:
+            # A component stopped being a symlink between realpath's lstat and
+            # readlink (EINVAL): another process is changing the path.
+            raise SandboxError(
+                f"path {path!r} changed while it was being resolved; refused"
+            ) from None
         if self._root_of(real) is None:
             raise SandboxError(
                 f"path {path!r} is outside the directories this session may use"
@@ -176,7 +195,15 @@ class FileSandbox:
             raise _swapped(exc, real) or FileAccessError(
                 f"cannot read {real}: {exc.strerror}"
             ) from None
-        text = data.decode("utf-8", "replace")
+        try:
+            if b"\0" in data:
+                raise ValueError
+            text = data.decode("utf-8")
+        except ValueError:
+            raise SandboxError(
+                f"{real} is a binary file (not UTF-8 text); fs/read_text_file "
+                "serves text only"
+            ) from None
         if line is not None or limit is not None:
             lines = text.splitlines(keepends=True)
             start = max((line or 1) - 1, 0)
@@ -197,6 +224,11 @@ class FileSandbox:
         try:
             st = os.fstat(fd)
             _check_regular(st, path)
+            if st.st_nlink > 1 and (st.st_dev, st.st_ino) not in self._written:
+                raise SandboxError(
+                    f"{path} has {st.st_nlink} hard links; one may be outside the "
+                    "directories this session may use, so it is refused"
+                )
             if st.st_size > self.max_bytes:
                 raise too_large
             chunks: list[bytes] = []
@@ -236,7 +268,7 @@ class FileSandbox:
         except OSError as exc:
             raise self._write_error(exc, real) from None
         try:
-            self._replace(dir_fd, name, data, real)
+            self._written.add(self._replace(dir_fd, name, data, real))
         except OSError as exc:
             raise self._write_error(exc, real) from None
         finally:
@@ -249,7 +281,8 @@ class FileSandbox:
         )
 
     @staticmethod
-    def _replace(dir_fd: int, name: str, data: bytes, path: str) -> None:
+    def _replace(dir_fd: int, name: str, data: bytes, path: str) -> tuple[int, int]:
+        """Write ``data`` over ``name``; the new file's (device, inode)."""
         try:
             old: os.stat_result | None = os.stat(
                 name, dir_fd=dir_fd, follow_symlinks=False
@@ -288,8 +321,10 @@ class FileSandbox:
                         os.fchown(fd, old.st_uid, old.st_gid)
                     os.fchmod(fd, stat.S_IMODE(old.st_mode))
                 f.write(data)
+                written = os.fstat(fd)
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
+        return written.st_dev, written.st_ino

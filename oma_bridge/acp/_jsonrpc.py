@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Protocol, TypeGuard
 
+from ..backends._redact import redact, redact_json
 from ..bridge.errors import RemoteError
 from . import methods as m
 
@@ -99,17 +100,24 @@ class RequestError(Exception):
 
 
 def remote_error(method: str, error: JSONValue) -> RemoteError:
-    """The ``RemoteError`` for an error object the peer answered ``method`` with."""
+    """The ``RemoteError`` for an error object the peer answered ``method`` with.
+
+    Its message and data are the peer's own text, which may quote a secret (a
+    failing request's headers, a key it rejected): both are redacted, as they
+    reach the result, the CLI's error line and logs.
+    """
     if not isinstance(error, dict):
         error = {"code": m.INTERNAL_ERROR, "message": repr(error)}
-    from ..backends._redact import redact, redact_json
 
     code = error.get("code")
+    message = error.get("message", "")
     # The message and data are kept (data often says what "Internal error"
     # hides), but they reach errors and logs: no secret may ride along.
     return RemoteError(
         method,
-        rpc_code=code if isinstance(code, int) else m.INTERNAL_ERROR,
-        message=redact(str(error.get("message", ""))),
+        rpc_code=code
+        if isinstance(code, int) and not isinstance(code, bool)
+        else m.INTERNAL_ERROR,
+        message=redact(message if isinstance(message, str) else repr(message)),
         data=redact_json(error.get("data")),
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..backends._redact import redact
 from ._client_config import PermissionRequest
 from ._routing import invalid_params
 
@@ -96,10 +97,13 @@ async def decide(
                     answer = await answer
                 tg.cancel_scope.cancel()
     except TimeoutError:
-        logger.warning("permission callback timed out; rejecting %r", request.title)
+        # The title is the agent's text: a command line may carry a secret.
+        title = redact(str(request.title))
+        logger.warning("permission callback timed out; rejecting %r", title)
         return False
     except Exception:
-        logger.exception("permission callback failed; rejecting %r", request.title)
+        title = redact(str(request.title))
+        logger.exception("permission callback failed; rejecting %r", title)
         return False
     if answer is None:
         return None  # the callback defers to the delegate

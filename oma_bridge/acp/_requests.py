@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
+from ..bridge.errors import ProtocolError
 from . import methods as m
+from ._framing import preview
 from ._jsonrpc import RequestError, remote_error
 
 if TYPE_CHECKING:
@@ -73,11 +75,21 @@ class PendingRequests:
         """Match a response to its request (one for no request is dropped)."""
         slot = self._slots.get(request_id)
         if slot is None or slot.done:
-            logger.debug("dropping a response to unknown request %r", request_id)
+            logger.debug(
+                "dropping a response to unknown request %s",
+                preview(repr(request_id).encode()),
+            )
             return
         slot.done = True
         error = message.get("error")
-        if error is None:
+        if "result" in message and "error" in message:
+            # JSON-RPC allows one or the other: which one the peer meant is a
+            # guess, and a guess could take a failure for a success.
+            slot.error = ProtocolError(
+                f"The peer answered {slot.method} with both a result and an error.",
+                line_preview=preview(repr(message).encode()),
+            )
+        elif error is None:
             slot.result = message.get("result")
         else:
             slot.error = remote_error(slot.method, error)
@@ -109,6 +121,10 @@ class IncomingRequests:
 
     def add(self, request_id: RequestId, method: str) -> None:
         self._methods[request_id] = method
+
+    def __contains__(self, request_id: RequestId) -> bool:
+        """Whether ``request_id`` names a request not answered yet."""
+        return request_id in self._methods
 
     def take(self, request_id: RequestId) -> bool:
         """Mark ``request_id`` answered; False if it was not waiting for one."""

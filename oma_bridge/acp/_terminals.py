@@ -14,12 +14,16 @@ client's routing table maps to error codes.
 from __future__ import annotations
 
 import itertools
+import logging
+import math
 import os
 import signal
+import time
 from typing import TYPE_CHECKING, NamedTuple, final
 
 import anyio
 
+from ..backends._exit import held_open
 from ..backends._proc import (
     EXIT_UNKNOWN,
     Child,
@@ -44,6 +48,8 @@ __all__ = (
     "Terminals",
     "UnknownTerminal",
 )
+
+logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 64 * 1024
 _EXIT_POLL_MAX = 0.05  # seconds between exit checks of a terminal without a pidfd
@@ -78,11 +84,16 @@ class TerminalOutput(NamedTuple):
 
 @final
 class _Terminal:
-    def __init__(self, child: Child, side: SideChannels, limit: int) -> None:
+    def __init__(
+        self, child: Child, side: SideChannels, limit: int, command: str
+    ) -> None:
         self.child = child
+        self.command = command
         self.side = side
         self.output = StderrTail(limit, utf8_start=True)
         self.exit_status: ExitStatus | None = None
+        self.exited_at: float | None = None
+        self.note = ""  # what the command left behind, shown after its output
         for fd in (child.stdout, child.stderr):
             side.add(fd, lambda fd=fd: self._on_output(fd))  # type: ignore[misc]
         if child.pidfd >= 0:
@@ -106,6 +117,7 @@ class _Terminal:
     def _on_exit(self) -> None:
         if self.child.pidfd >= 0:
             self.side.remove(self.child.pidfd)
+        self.exited_at = time.monotonic()
         code = self.child.reap()  # also kills what is left of its group
         name = exit_signal(code)
         # Both null when the status is unknown (the host auto-reaps children).
@@ -122,8 +134,21 @@ class _Terminal:
         child = self.child
         return self.exit_status is not None and child.stdout < 0 and child.stderr < 0
 
+    def abandon_pipes(self, grace: float) -> None:
+        """Stop reading pipes a process outside the group holds after the exit."""
+        held = []
+        for name, fd in (("stdout", self.child.stdout), ("stderr", self.child.stderr)):
+            if fd >= 0:
+                held.append(name)
+                self.side.remove(fd)
+                os.close(fd)
+        self.child.stdout = self.child.stderr = -1
+        what = held_open(" and ".join(held), grace)
+        self.note = f"\n[oma-bridge: {what}]\n"
+        logger.warning("terminal command %r: %s", self.command, what)
+
     def snapshot(self) -> TerminalOutput:
-        text = self.output.data().decode("utf-8", "replace")
+        text = self.output.data().decode("utf-8", "replace") + self.note
         return TerminalOutput(text, self.output.dropped, self.exit_status)
 
     def kill(self) -> None:
@@ -147,6 +172,8 @@ class Terminals:
         env: Overrides merged over the client's environment for each command.
         max_output: Cap on retained output per terminal, also when the agent
             asks for more.
+        pipe_grace: Seconds to keep reading a command's pipes after it exited,
+            when a process it started (outside its group) holds them open.
     """
 
     def __init__(
@@ -156,8 +183,10 @@ class Terminals:
         sandbox: FileSandbox,
         env: Mapping[str, str],
         max_output: int,
+        pipe_grace: float = 1.0,
     ) -> None:
         self._side = side
+        self._pipe_grace = pipe_grace
         self._sandbox = sandbox
         self._env = dict(env)
         self._max_output = max_output
@@ -209,7 +238,7 @@ class Terminals:
         except OmaBridgeError as exc:
             raise TerminalStartError(str(exc)) from None
         terminal_id = f"term-{next(self._ids)}"
-        self._terminals[terminal_id] = _Terminal(child, self._side, limit)
+        self._terminals[terminal_id] = _Terminal(child, self._side, limit, command)
         return terminal_id
 
     def output(self, terminal_id: str) -> TerminalOutput:
@@ -231,20 +260,30 @@ class Terminals:
             UnknownTerminal: no such terminal.
         """
         terminal = self._get(terminal_id)
-        if terminal.child.pidfd >= 0:
-            await self._side.wait_until(terminal.is_done)
-        else:
-            # Poll for exit in growing steps (as Child.wait_exit does), still
-            # woken at once by output, which keeps the pipes drained.
-            delay = 0.001
-            while True:
-                self._side.service()
+        delay = 0.001
+        while True:
+            self._side.service()
+            if terminal.child.pidfd < 0:
                 terminal.poll_exit()
-                if terminal.is_done():
+            if terminal.is_done():
+                break
+            if self._side.closed:
+                raise anyio.ClosedResourceError
+            if terminal.exited_at is not None:
+                # Exited, but something it started holds its pipes: a grace
+                # for the last bytes, then stop reading (never wait for ever).
+                left = terminal.exited_at + self._pipe_grace - time.monotonic()
+                if left <= 0:
+                    terminal.abandon_pipes(self._pipe_grace)
                     break
-                with anyio.move_on_after(delay):
-                    await anyio.wait_readable(self._side.fileno())
-                delay = min(delay * 2, _EXIT_POLL_MAX)
+            elif terminal.child.pidfd >= 0:
+                left = math.inf  # the pidfd wakes the side channels at exit
+            else:
+                # Poll for exit in growing steps (as Child.wait_exit does),
+                # still woken at once by output, which keeps the pipes drained.
+                left, delay = delay, min(delay * 2, _EXIT_POLL_MAX)
+            with anyio.move_on_after(left):
+                await anyio.wait_readable(self._side.fileno())
         assert terminal.exit_status is not None
         return terminal.exit_status
 

@@ -172,11 +172,17 @@ class AcpRun:
         """
         conn, stream, child = agent.conn, agent.stream, agent.child
         assert conn is not None and stream is not None and child is not None
-        if not (stream.has_unread or _readable(child.stdout)):
+        reader = agent.reader
+        assert reader is not None
+
+        def unread() -> bool:
+            return stream.has_unread or reader.has_ahead or _readable(child.stdout)
+
+        if not unread():
             return  # the usual case: nothing came after the answer, no scope needed
         read = 0
         with anyio.move_on_after(self._config.cancel_grace) as scope:
-            while stream.has_unread or _readable(child.stdout):
+            while unread():
                 await conn.pump()
                 read += 1
         if scope.cancelled_caught:

@@ -24,6 +24,7 @@ from ..bridge import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
+from ._framing import preview
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -262,5 +263,8 @@ def turn_end(reply: JSONValue) -> TurnEnd:
     if stop == "cancelled":
         return TurnEnd(aborted=True)
     return TurnEnd(
-        ProtocolError(f"The agent ended the turn with an unknown stopReason {stop!r}.")
+        ProtocolError(
+            "The agent ended the turn with an unknown stopReason "
+            f"{preview(repr(stop).encode())}."
+        )
     )

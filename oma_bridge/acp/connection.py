@@ -280,9 +280,8 @@ class Connection:
                 self._on_notification(method, message.get("params"))
             return
         request_id = message.get("id")
-        if isinstance(request_id, (int, str)) and (
-            "result" in message or "error" in message
-        ):
+        # is_id, not isinstance(int): true == 1 would answer request 1.
+        if is_id(request_id) and ("result" in message or "error" in message):
             self._pending.answer(request_id, message)
             return
         await self._bad_message(message)
@@ -309,10 +308,34 @@ class Connection:
         error = RequestError(m.INVALID_REQUEST, "Invalid request")
         await self._send({"jsonrpc": "2.0", "id": None, "error": error.to_json()})
 
+    async def _refuse_reused(self, request_id: RequestId) -> bool:
+        """Answer a request whose id a request not yet answered holds.
+
+        Its answer could not be told from the other's, and the tables are
+        keyed by id: the new one is refused (-32600), the first goes on.
+        """
+        if request_id not in self._incoming:
+            return False
+        error = RequestError(
+            m.INVALID_REQUEST,
+            f"Invalid request: id {request_id!r} is already in use by a request "
+            "not answered yet",
+        )
+        await self._send({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
+        return True
+
     async def _answer(
-        self, request_id: RequestId, method: str, params: JSONValue
+        self,
+        request_id: RequestId,
+        method: str,
+        params: JSONValue,
+        *,
+        registered: bool = False,
     ) -> None:
-        self._incoming.add(request_id, method)
+        if not registered:
+            if await self._refuse_reused(request_id):
+                return
+            self._incoming.add(request_id, method)
         try:
             result = await self._handler.handle_request(method, params)
         except RequestError as exc:
@@ -436,6 +459,13 @@ class Connection:
             ):
                 if logger.isEnabledFor(logging.DEBUG):  # handle() logs the others
                     logger.debug("<- %s", self._loggable(message))
+                # Registered here, not in the worker: a reused id is refused
+                # even when it arrives before the first one's worker has run.
+                request_id = message["id"]
+                assert is_id(request_id)
+                if await self._refuse_reused(request_id):
+                    continue
+                self._incoming.add(request_id, str(message["method"]))
                 self._workers.submit(tg, message, self._received)
                 # Let the handler run before reading on: what it sends meanwhile
                 # (a quick turn's updates and reply) goes out in one write when
@@ -460,7 +490,10 @@ class Connection:
             with self._incoming.running(request_id) as scope:
                 try:
                     await self._answer(
-                        request_id, str(message["method"]), message.get("params")
+                        request_id,
+                        str(message["method"]),
+                        message.get("params"),
+                        registered=True,
                     )
                 finally:
                     reply = self._incoming.stopped(request_id)

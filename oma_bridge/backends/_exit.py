@@ -11,7 +11,7 @@ from ._redact import redact
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ("EXIT_UNKNOWN", "StderrTail", "exit_error", "exit_signal")
+__all__ = ("EXIT_UNKNOWN", "StderrTail", "exit_error", "exit_signal", "held_open")
 
 #: ``Child.returncode`` after ``reap()`` when the exit status could not be
 #: collected: the host ignores SIGCHLD (or reaps children itself), so the kernel
@@ -39,7 +39,12 @@ def exit_signal(code: int) -> str | None:
 
 
 def exit_error(
-    command: str, code: int, tail: str, *, reported: str = ""
+    command: str,
+    code: int,
+    tail: str,
+    *,
+    reported: str = "",
+    left_behind: str = "",
 ) -> BackendExitError:
     """The error for a child that ended with ``code`` (non-zero or unknown),
     or that ``reported`` an error in its output (then ``code`` may be 0).
@@ -49,16 +54,25 @@ def exit_error(
         code: As ``reap()`` returns it: negative for a signal, or EXIT_UNKNOWN.
         tail: Its stderr tail, secrets already redacted.
         reported: The error it reported itself, secrets already redacted.
+        left_behind: What it left running (see ``held_open``), or "".
     """
-    if code == EXIT_UNKNOWN:
-        return BackendExitError(command, stderr_tail=tail, reported=reported)
-    name = exit_signal(code)
-    if name is not None:
-        return BackendExitError(
-            command, signal=name, stderr_tail=tail, reported=reported
-        )
+    signal_name = exit_signal(code) if code != EXIT_UNKNOWN else None
     return BackendExitError(
-        command, exit_code=code, stderr_tail=tail, reported=reported
+        command,
+        exit_code=None if code == EXIT_UNKNOWN or signal_name else code,
+        signal=signal_name,
+        stderr_tail=tail,
+        reported=reported,
+        left_behind=left_behind,
+    )
+
+
+def held_open(pipes: str, grace: float) -> str:
+    """What a process left behind when its ``pipes`` outlived it by ``grace``."""
+    return (
+        f"A process it started kept its {pipes} open after it exited; "
+        f"oma-bridge stopped waiting after {grace:g} s (kill_grace) and killed "
+        "its process group; one that left the group (setsid) may still be running."
     )
 
 

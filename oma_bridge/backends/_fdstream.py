@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import selectors
+import time
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ("FdReceiveStream", "FdSendStream", "SideChannels")
 
 _READ_SIZE = 64 * 1024
+_FOREVER = float("inf")
 
 
 def _raise_if_closed(exc: OSError) -> None:
@@ -139,22 +141,64 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
     Args:
         fd: The descriptor to read.
         side: Side channels serviced while this stream waits for data.
+        writer_gone: Whether the process that writes ``fd`` has exited. A
+            process it started may keep the pipe open for ever: ``grace``
+            seconds after the exit is seen, an empty pipe counts as ended
+            (``EndOfStream``) and ``held_open`` is set. The exit is seen when a
+            side channel wakes the wait (a pidfd) or at the latest every
+            ``poll`` seconds.
+        grace: See ``writer_gone``.
+        poll: See ``writer_gone``.
+        ahead_limit: The most ``drain_until_writable`` keeps read ahead.
+
+    Attributes:
+        held_open: The stream was ended because the writer was gone while
+            something else still held the pipe open.
     """
 
-    def __init__(self, fd: int, *, side: SideChannels | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        *,
+        side: SideChannels | None = None,
+        writer_gone: Callable[[], bool] | None = None,
+        grace: float = 1.0,
+        poll: float = 0.25,
+        ahead_limit: int = 64 * 1024 * 1024,
+    ) -> None:
         self._fd = fd
+        # Read by drain_until_writable, not yet returned by receive().
+        self._ahead: list[bytes] = []
+        self._ahead_size = 0
+        self._ahead_limit = ahead_limit
+        self._ahead_eof = False
+        self._drain_sel: selectors.DefaultSelector | None = None  # while draining
         self._side = side
         self._sel: selectors.DefaultSelector | None = None
         self._closed = False
+        self._writer_gone = writer_gone
+        self._grace = grace
+        self._poll = poll
+        self._gone_at: float | None = None
+        self.held_open = False
         if side is not None:
             self._sel = selectors.DefaultSelector()
             self._sel.register(fd, selectors.EVENT_READ)
             self._sel.register(side.fileno(), selectors.EVENT_READ)
 
+    @property
+    def has_ahead(self) -> bool:
+        """Bytes (or the end) were read ahead that ``receive`` has not returned."""
+        return bool(self._ahead) or self._ahead_eof
+
     async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
+        if self._ahead:
+            return self._take_ahead(max_bytes)
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
+            if self._ahead_eof:
+                raise anyio.EndOfStream
             try:
                 data = os.read(self._fd, max_bytes)
             except BlockingIOError:
@@ -167,7 +211,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                     raise anyio.EndOfStream
                 return data
             if self._sel is None:
-                await _wait_readable(self._fd)
+                await self._wait(self._fd)
                 continue
             assert self._side is not None
             if self._side.service():
@@ -175,13 +219,107 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 # this loop from ever yielding: cancellation is delivered here.
                 await anyio.lowlevel.checkpoint()
             else:
-                await _wait_readable(self._sel.fileno())
+                await self._wait(self._sel.fileno())
+
+    def _take_ahead(self, max_bytes: int) -> bytes:
+        data = b"".join(self._ahead)
+        self._ahead.clear()
+        if len(data) > max_bytes:
+            self._ahead.append(data[max_bytes:])
+            data = data[:max_bytes]
+        self._ahead_size = len(self._ahead[0]) if self._ahead else 0
+        return data
+
+    def _read_ahead(self) -> bool:
+        """Read what is ready into the read-ahead; False once it is full or
+        the end was seen (stop watching the descriptor)."""
+        try:
+            data = os.read(self._fd, _READ_SIZE)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            _raise_if_closed(exc)
+            raise
+        if not data:
+            self._ahead_eof = True
+            return False
+        self._ahead.append(data)
+        self._ahead_size += len(data)
+        return self._ahead_size < self._ahead_limit
+
+    async def drain_until_writable(self, fd: int) -> None:
+        """Wait until ``fd`` is writable, reading this stream ahead meanwhile.
+
+        A peer may write before it reads: if nobody read its output while we
+        wait for it to read our input, both would wait for ever. What arrives
+        is kept (up to ``ahead_limit``) for ``receive``, and the side channels
+        are serviced as in ``receive``.
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        sel = self._drain_sel = selectors.DefaultSelector()
+        try:
+            sel.register(fd, selectors.EVENT_WRITE)
+            if not self._ahead_eof and self._ahead_size < self._ahead_limit:
+                sel.register(self._fd, selectors.EVENT_READ)
+            if self._side is not None:
+                sel.register(self._side.fileno(), selectors.EVENT_READ)
+            while True:
+                ready = sel.select(0)
+                for key, _ in ready:
+                    if key.fd == fd:
+                        return
+                    if key.fd == self._fd:
+                        if not self._read_ahead():
+                            sel.unregister(self._fd)
+                    elif self._side is not None:
+                        self._side.service()
+                if ready:
+                    await anyio.lowlevel.checkpoint()  # cancellable when busy
+                else:
+                    await _wait_readable(sel.fileno())
+        finally:
+            self._drain_sel = None
+            sel.close()
+
+    def interrupt_drain(self) -> None:
+        """Wake a ``drain_until_writable`` with ClosedResourceError (its writer or
+        this stream is being closed: the descriptors it watches will go)."""
+        if self._drain_sel is not None:
+            _notify_closing(self._drain_sel.fileno())
+
+    async def _wait(self, fd: int) -> None:
+        """Wait until ``fd`` is readable; past the writer's exit, for a while.
+
+        Raises:
+            anyio.EndOfStream: the writer exited ``grace`` ago and the pipe,
+                held open by something else, stayed empty.
+        """
+        if self._writer_gone is None:
+            await _wait_readable(fd)
+            return
+        now = time.monotonic()
+        if self._gone_at is None and self._writer_gone():
+            self._gone_at = now
+        if self._gone_at is None:
+            left = self._poll
+            if left == _FOREVER:  # a side channel wakes us at the exit
+                await _wait_readable(fd)
+                return
+        else:
+            left = self._gone_at + self._grace - now
+            if left <= 0:
+                self.held_open = True
+                raise anyio.EndOfStream
+        with anyio.move_on_after(left):
+            await _wait_readable(fd)
 
     async def aclose(self) -> None:
         """Wake a pending ``receive`` and fail later ones (ClosedResourceError)."""
         if self._closed:
             return
         self._closed = True
+        self.interrupt_drain()
         if self._sel is not None:
             _notify_closing(self._sel.fileno())
             self._sel.close()
@@ -202,6 +340,9 @@ class FdSendStream(anyio.abc.ByteSendStream):
             shielded from cancellation, for at most this many seconds; then
             ``BrokenResourceError`` (the reader has stopped reading). None:
             cancellable at any point.
+        read_ahead: The stream of the same peer's output: while a write waits,
+            it is read ahead (``drain_until_writable``), so a peer that writes
+            a lot before it reads cannot deadlock with us.
 
     Attributes:
         torn: A write was cancelled after part of the data went out, so the
@@ -218,8 +359,10 @@ class FdSendStream(anyio.abc.ByteSendStream):
         *,
         on_eof: Callable[[], None] | None = None,
         finish_within: float | None = None,
+        read_ahead: FdReceiveStream | None = None,
     ) -> None:
         self._fd = fd
+        self._read_ahead = read_ahead
         self._on_eof = on_eof
         self._finish_within = finish_within
         self._closed = False
@@ -245,7 +388,10 @@ class FdSendStream(anyio.abc.ByteSendStream):
     async def _send_rest(self, view: memoryview, sent: int) -> None:
         try:
             while sent < len(view):
-                await _wait_writable(self._fd)
+                if self._read_ahead is None:
+                    await _wait_writable(self._fd)
+                else:
+                    await self._read_ahead.drain_until_writable(self._fd)
                 sent += self._write(view[sent:])
         except BaseException:
             if sent:
@@ -267,4 +413,6 @@ class FdSendStream(anyio.abc.ByteSendStream):
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._read_ahead is not None:
+            self._read_ahead.interrupt_drain()  # a send waiting in there
         await self.send_eof()

@@ -21,7 +21,7 @@ REDACTED = "[REDACTED]"
 
 _SECRET_NAME = (
     r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential|auth"
-    r"|private[_-]?key|access[_-]?key|session[_-]?key|cookie)"
+    r"|private[_-]?key|access[_-]?key|session[_-]?key|account[_-]?key|cookie)"
 )
 
 
@@ -53,6 +53,20 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
             ),
             rf"\1 {REDACTED}",
         ),
+        # URLs with credentials: scheme://user:password@host keeps the user.
+        (
+            re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@", re.IGNORECASE),
+            rf"\1{REDACTED}@",
+        ),
+        # A quoted value, which may hold spaces or commas: password: "a b, c".
+        (
+            re.compile(
+                rf"""(\b[\w.-]*{_SECRET_NAME}[\w.-]*["']?\s*[=:]\s*)(["'])"""
+                r"(?:(?!\2)[^\n\\]|\\.)+\2",
+                re.IGNORECASE,
+            ),
+            rf"\1\2{REDACTED}\2",
+        ),
         # NAME=value, "name": "value", name: value, where the name looks secret.
         (
             re.compile(
@@ -67,11 +81,17 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
                 r"\b(?:sk-[A-Za-z0-9_-]{16,}"
                 r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
                 r"|xox[abprs]-[A-Za-z0-9-]{10,}"
-                r"|AKIA[0-9A-Z]{16}"
-                r"|AIza[0-9A-Za-z_-]{35}"
+                r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+                r"|AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,}"
+                r"|glpat-[0-9A-Za-z_-]{20,}|npm_[0-9A-Za-z]{36}|hf_[0-9A-Za-z]{30,}"
                 r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
             ),
             REDACTED,
+        ),
+        # Azure shared access signatures in a URL or a connection string.
+        (
+            re.compile(r"([?&;]sig=)[^&\s\"']{8,}", re.IGNORECASE),
+            rf"\1{REDACTED}",
         ),
     )
 

@@ -27,6 +27,7 @@ from ..bridge import (
     OmaBridgeError,
     TextEvent,
 )
+from ._exit import held_open
 from ._proc import EXIT_UNKNOWN, StderrTail, exit_error
 from ._redact import secret_values
 
@@ -133,6 +134,13 @@ class RunCore:
             from ._parsers import make_parser  # only runs that parse load it
 
             self._parser = make_parser(config.output_format, events=events)
+        #: What outlived the leader (``pipes_held_open``), or "".
+        self.left_behind = ""
+
+    @property
+    def command(self) -> str:
+        """The command as configured, for messages."""
+        return self._config.command
 
     @property
     def kill_grace(self) -> float:
@@ -263,6 +271,20 @@ class RunCore:
             left = min(left, self._pipes_due() - now)
         return left
 
+    def pipes_held_open(self) -> str:
+        """At ``Step.CLOSE_PIPES``: what outlived the leader, for the error and
+        the log (the driver closes the pipes)."""
+        held = [
+            name
+            for name, still in (
+                ("stdout", self.stdout_open),
+                ("stderr", self.stderr_open),
+            )
+            if still
+        ]
+        self.left_behind = held_open(" and ".join(held), self._config.kill_grace)
+        return self.left_behind
+
     def _pipes_due(self) -> float:
         assert self._exited_at is not None
         return self._exited_at + self._config.kill_grace
@@ -296,7 +318,12 @@ class RunCore:
             return None
         if code == 0 and not self._aborted:
             return None
-        return exit_error(self._config.command, code, self._tail.text(self._secrets()))
+        return exit_error(
+            self._config.command,
+            code,
+            self._tail.text(self._secrets()),
+            left_behind=self.left_behind,
+        )
 
     def _secrets(self) -> tuple[str, ...]:
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}

@@ -289,6 +289,7 @@ def advance(io: RunIO, now: float) -> Step:
     core = io.core
     step = core.next_step(now)
     if step is Step.CLOSE_PIPES:
+        _log_left_behind(core.command, core.pipes_held_open())
         io.close_pipes()
         step = core.next_step(now)
     if step is Step.KILL:
@@ -301,3 +302,9 @@ def selected(ready: list[tuple[selectors.SelectorKey, int]]) -> list[tuple[int, 
     """``selectors``' answer as ``RunIO.handle`` takes it: readiness only,
     without the hang-ups a pool's poller reports."""
     return [(key.fd, select.POLLIN) for key, _ in ready]
+
+
+def _log_left_behind(command: str, what: str) -> None:
+    import logging  # only on this rare path: it costs start-up time
+
+    logging.getLogger("oma_bridge.backends.process").warning("%r: %s", command, what)

@@ -75,6 +75,8 @@ def _check_block(block: object, path: Path) -> None:
         raise InvalidMessageError("a content block needs a string 'type'", path=path)
     if kind == "text":
         _need_str(block, "text", path)
+        # As for a str prompt: a lone surrogate cannot reach any transport.
+        _need_utf8(block["text"], (*path, "text"))
     elif kind in _MEDIA_BLOCKS:
         _check_source(block.get("source"), (*path, "source"))
     elif kind == "tool_use":
@@ -113,6 +115,17 @@ def _check_tool_result_content(content: object, path: Path) -> None:
                 path=(*path, k, "type"),
             )
         _check_block(part, (*path, k))
+
+
+def _need_utf8(text: str, path: Path) -> None:
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(
+            f"text holds a lone surrogate {text[exc.start]!r} at index "
+            f"{exc.start}, which cannot be encoded as UTF-8",
+            path=path,
+        ) from None
 
 
 def _need_str(block: Mapping[str, object], key: str, path: Path) -> None:

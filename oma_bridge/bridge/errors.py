@@ -123,6 +123,8 @@ class BackendExitError(OmaBridgeError):
         reported: The error the agent itself reported in its JSON output (an
             ``is_error`` result, an error event), secrets redacted; empty when
             it reported none. Such a run fails even when the exit code is 0.
+        left_behind: What it left running when it ended, if anything noticed
+            (a process it started that kept its output pipe open), else "".
     """
 
     code: ClassVar[str] = "BACKEND_EXIT"
@@ -135,12 +137,14 @@ class BackendExitError(OmaBridgeError):
         signal: str | None = None,
         stderr_tail: str = "",
         reported: str = "",
+        left_behind: str = "",
     ) -> None:
         self.command = command
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
         self.reported = reported
+        self.left_behind = left_behind
         if signal:
             how = f"was killed by {signal}"
         elif exit_code is None:
@@ -150,6 +154,8 @@ class BackendExitError(OmaBridgeError):
         message = f"{command!r} {how}."
         if reported:
             message = f"{command!r} reported an error: {reported}\nIt {how}."
+        if left_behind:
+            message += f" {left_behind}"
         if stderr_tail.strip():
             message += (
                 f"\nThe end of its stderr (secrets redacted):\n{stderr_tail.rstrip()}"

@@ -48,6 +48,15 @@ def _is_jsonl(path: str, name: str) -> bool:
     return False
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; one a float cannot hold is refused, since the
+    result line would carry it as ``Infinity``, which is not JSON."""
+    value = float(text)
+    if value - value != 0:  # inf or nan
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:
     """One input line as an item, or why it is not one; (None, None) if blank."""
     text = line.rstrip("\r\n")
@@ -56,7 +65,9 @@ def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | 
     if not jsonl:
         return BatchItem(id=number, input=text), None
     try:
-        record = json.loads(text)
+        record = json.loads(text, parse_float=_finite, parse_constant=_finite)
+    except RecursionError:  # json recurses per level of nesting
+        return None, "not valid JSON (nested too deeply)"
     except ValueError as exc:
         return None, f"not valid JSON ({exc})"
     if not isinstance(record, dict):
@@ -199,7 +210,7 @@ def _record(raw: bytes) -> tuple[JSONValue] | None:
         return None
     try:
         return (cast("JSONValue", json.loads(raw)),)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

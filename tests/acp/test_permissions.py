@@ -109,3 +109,24 @@ async def test_callbacks_sync_async_failing_and_odd() -> None:
         assert await decide_with(fails) is False
         assert await decide_with(lambda req: 3) is False
         assert await decide_with(hangs, limit=0.01) is False
+
+
+async def test_a_failing_callback_logs_the_title_redacted(caplog: Any) -> None:
+    secret = "ghp_0123456789abcdefghijABCDEFGHIJ"
+    title = f"Run `git push https://x:{secret}@github.com/o/r`"
+
+    def fails(req: PermissionRequest) -> bool:
+        raise RuntimeError("boom")
+
+    async def hangs(req: PermissionRequest) -> bool:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    with anyio.fail_after(30):
+        for policy, limit in ((fails, 30.0), (hangs, 0.01)):
+            req = request(title=title)
+            assert (
+                await decide(policy, req, time_limit=limit, background=nothing) is False
+            )
+    assert "rejecting" in caplog.text and "git push" in caplog.text
+    assert secret not in caplog.text

@@ -167,7 +167,8 @@ async def test_non_text_blocks_are_refused_and_nothing_runs(tmp_path) -> None:
     (errors, stop, text), frames = await drive(scenario, "--process", SCRIPTED)
     for kind, error in errors.items():
         assert error.code == -32602
-        assert "text-only" in str(error) and f"a {kind} block" in str(error)
+        article = "an" if kind[0] in "aeiou" else "a"
+        assert "text-only" in str(error) and f"{article} {kind} block" in str(error)
     assert not marker.exists()
     assert (stop, text) == ("end_turn", "ok")
     assert "error:-32602" in check_frames(frames)

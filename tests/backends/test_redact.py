@@ -207,3 +207,80 @@ def test_exit_signal_names_the_signal_of_a_negative_exit_code(
     code: int, name: str | None
 ) -> None:
     assert exit_signal(code) == name
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('password: "correct horse battery staple" then', "horse battery"),
+        ("token='a, b, c' then", "b, c"),
+        ('{"client_secret": "with \\" quote, and space", "n": 1}', "quote, and"),
+        ("DB_PASSWORD='p w' ./run", "p w"),
+    ],
+)
+def test_a_quoted_value_is_redacted_whole(text: str, secret: str) -> None:
+    out = redact(text)
+    assert_gone(out, secret)
+    assert REDACTED in out
+    assert out.endswith(text[text.rindex(" ") :])  # what follows stays
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "secret"),
+    [
+        ("fetch https://alice:s3cret@example.com/repo.git", "alice:", "s3cret"),
+        ("postgres://app:hunter2@db:5432/x failed", "postgres://app:", "hunter2"),
+    ],
+)
+def test_urls_lose_their_password_and_keep_the_host(
+    text: str, kept: str, secret: str
+) -> None:
+    out = redact(text)
+    assert_gone(out, secret)
+    assert kept in out
+    assert "@" in out
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "ASIAIOSFODNN7EXAMPLE",  # AWS temporary (STS) access key id
+        "glpat-abcdefghij0123456789",  # GitLab
+        "ya29.a0AfH6SMBabcdefghijklmnopqrstuv",  # Google OAuth access token
+        "xoxp-1234567890-abcdefghij",  # Slack user token
+        "npm_abcdefghijklmnopqrstuvwxyz0123456789",  # npm
+    ],
+)
+def test_more_token_shapes_are_redacted_anywhere(secret: str) -> None:
+    assert redact(f"got {secret} here") == f"got {REDACTED} here"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("aws_session_token=FQoGZXIvYXdzEJr//////////wEaDH", "FQoGZXIvYXdz"),
+        ("AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI"),
+        (
+            "Endpoint=sb://x.net/;AccountName=a;AccountKey=abc+def/ghi==;Suffix=c",
+            "abc+def",
+        ),
+        ("https://a.blob.core.windows.net/c?sv=2&sig=abcDEF123%2Bxyz&se=1", "abcDEF"),
+    ],
+)
+def test_cloud_credentials_in_their_usual_forms(text: str, secret: str) -> None:
+    out = redact(text)
+    assert_gone(out, secret)
+    assert REDACTED in out
+
+
+def test_redaction_of_a_long_error_stays_fast() -> None:
+    # It runs on every error path: 64 KiB of ordinary text, one secret inside.
+    import time
+
+    text = ("error: the build failed at step 12, retry later; " * 1300) + (
+        "token=abcdef123456"
+    )
+    start = time.perf_counter()
+    out = redact(text)
+    assert time.perf_counter() - start < 0.5
+    assert_gone(out, "abcdef123456")

@@ -70,3 +70,28 @@ def test_recorded_ids_skip_cancelled_records_and_cut_a_torn_line(
     )
     assert recorded(str(out)).done == {1, "x"}
     assert out.read_text().endswith('{"id": "x"}\n')  # the torn line is gone
+
+
+def test_hostile_jsonl_lines_are_reported_not_raised() -> None:
+    cases = {
+        "[" * 100_000: "not valid JSON (nested too deeply)",
+        '{"prompt": "p", "n": ' + "9" * 5000 + "}": "not valid JSON",
+        '{"prompt": "p", "n": 1e999999}': "not valid JSON (the number 1e999999",
+        '{"prompt": "p", "n": -Infinity}': "not valid JSON (the number -Infinity",
+        '{"prompt": "p", "n": NaN}': "not valid JSON (the number NaN",
+        "7": "expected a JSON object, got int",
+        '"text"': "expected a JSON object, got str",
+    }
+    for line, message in cases.items():
+        item, problem = parse(line, 1, jsonl=True)
+        assert item is None and problem is not None, line[:40]
+        assert problem.startswith(message), (line[:40], problem)
+
+
+def test_a_deeply_nested_record_in_the_output_ends_what_resume_trusts(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": 1, "success": true}\n' + "[" * 100_000 + "\n")
+    assert recorded(str(out)).done == {1}
+    assert out.read_text() == '{"id": 1, "success": true}\n'

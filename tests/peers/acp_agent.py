@@ -12,6 +12,15 @@ Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
 late: and latejoined: write "sent late" once their chunks are written.
+readflood:PATH:COUNT asks for PATH, writes COUNT 64 KiB chunks, then reads
+the answer.
+escape / escapesetsid: start `sleep 60` holding stdout and stderr (in our
+process group / in a session of its own), log its pid as {"_sent": "escaped"},
+then exit 3 mid-turn.
+Hostile frames: raw:PATH writes the bytes of PATH to stdout as they are and goes
+on; rpcerror:TEXT answers the prompt with a -32603 error object whose message
+and data.detail are TEXT; both:TEXT answers it with a result AND an error;
+twice answers it twice.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
@@ -42,6 +51,7 @@ _buf = b""
 _next_id = 1000
 _backlog: list[dict] = []
 _late: list[tuple[str, str]] = []  # (command, text) sent after the prompt's answer
+_reply_shape: list[tuple[str, str]] = []  # how to answer the prompt (hostile)
 CWD = os.getcwd()  # the last session's cwd
 
 
@@ -384,6 +394,48 @@ def prompt_turn(sid: str, text: str) -> str:
             sys.stderr.write("fatal: model exploded, token=sk-abcdefghijklmnopqrstu\n")
             sys.stderr.flush()
             os._exit(3)
+        elif name in ("escape", "escapesetsid"):
+            # Start a child that keeps our stdout and stderr, then die mid-turn.
+            import subprocess
+
+            child = subprocess.Popen(
+                ["sleep", "60"], start_new_session=name == "escapesetsid"
+            )
+            log({"_sent": "escaped", "id": None, "pid": child.pid})
+            chunk(sid, "partial")
+            os._exit(3)
+        elif name == "readflood":
+            # Ask for a file, then write COUNT 64 KiB chunks before reading the
+            # answer: a client that writes the answer without reading deadlocks.
+            global _next_id
+            path, _, count = arg.partition(":")
+            _next_id += 1
+            my_id = _next_id
+            params = {"sessionId": sid, "path": path}
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": my_id,
+                    "method": "fs/read_text_file",
+                    "params": params,
+                }
+            )
+            for _ in range(int(count)):
+                chunk(sid, "y" * 65536)
+            while True:
+                msg = read_msg()
+                assert msg is not None
+                if msg.get("id") == my_id and "method" not in msg:
+                    break
+                _backlog.append(msg)
+            content = msg.get("result", {}).get("content", "")
+            chunk(sid, f"|read {len(content)} bytes")
+        elif name == "raw":
+            with open(arg, "rb") as f:
+                OUT.write(f.read())
+            OUT.flush()
+        elif name in ("rpcerror", "both", "twice"):
+            _reply_shape.append((name, arg))
         elif name == "garbage":
             chunk(sid, "before")
             OUT.write(b"Traceback (most recent call last): oops\n")
@@ -521,7 +573,17 @@ def main() -> None:
             reply["error"] = error
         else:
             reply["result"] = result
-        if _late:
+        if _reply_shape:
+            shape, text = _reply_shape.pop()
+            _reply_shape.clear()
+            if shape != "twice":
+                reply.pop("result", None)
+                detail = {"detail": text}
+                reply["error"] = {"code": -32603, "message": text, "data": detail}
+            if shape == "both":
+                reply["result"] = result
+            send_frames([reply, reply] if shape == "twice" else [reply])
+        elif _late:
             send_late(reply, params.get("sessionId", ""))
         else:
             send(reply)
