@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from .backends import (
         ProcessBackend,
         ProcessBackendConfig,
+        PtyBackend,
+        PtyBackendConfig,
     )
     from .batch import (
         BatchItem,
@@ -120,6 +122,8 @@ __all__ = (
     "ProcessBackend",
     "ProcessBackendConfig",
     "ProtocolError",
+    "PtyBackend",
+    "PtyBackendConfig",
     "RebasableConfig",
     "RemoteError",
     "RunRequest",
@@ -153,7 +157,10 @@ __all__ = (
 # a command imports that part with the collector paused (cli/_main.py). Names
 # not listed here are in .bridge.
 _LAZY = {
-    **dict.fromkeys(("ProcessBackend", "ProcessBackendConfig"), "backends"),
+    **dict.fromkeys(
+        ("ProcessBackend", "ProcessBackendConfig", "PtyBackend", "PtyBackendConfig"),
+        "backends",
+    ),
     **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
     **dict.fromkeys(("Preset", "preset"), "presets"),
     **dict.fromkeys(
