@@ -439,11 +439,13 @@ class PtyRun:
         import anyio
 
         while (event := session.next_event()) is None:
-            if session.over or self._closed:
+            if session.over:
                 raise StopAsyncIteration
             now = time.monotonic()
-            step = session.next_step(now)
+            # aclose() from another task stopped the tree: end as aborted.
+            step = Step.FINISH if self._closed else session.next_step(now)
             if step is Step.FINISH:
+                session.drain()
                 session.finish(now)
                 self._release()
             elif step is Step.STOP:
@@ -460,9 +462,6 @@ class PtyRun:
                     data = await anyio.to_thread.run_sync(session.io, TICK)
                 finally:
                     self._reading = False
-                if self._closed:  # aclose() from another task, meanwhile
-                    self._release()
-                    raise StopAsyncIteration
                 session.took(data, time.monotonic())
         return event
 

@@ -87,6 +87,9 @@ class PtyBackendConfig:
             )
         if self.send_eof and self.input != "terminal":
             raise ValueError("PtyBackendConfig.send_eof needs input='terminal'")
+        self._check_limits()
+
+    def _check_limits(self) -> None:
         if self.done_pattern is not None:
             try:
                 re.compile(self.done_pattern)
