@@ -43,6 +43,7 @@ from ._proc import (
     EXIT_UNKNOWN,
     Child,
     StderrTail,
+    begin_stop,
     end_stop,
     exit_error,
     resolve_executable,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     import weakref
     from collections.abc import Callable
 
+    import anyio
     from pexpect.fdpexpect import fdspawn
     from typing_extensions import Self
 
@@ -401,9 +403,12 @@ def run_blocking(
 class PtyRun:
     """One run, pumped in the consumer's own task (what ``stream()`` returns).
 
-    Each ``__anext__`` hands out a queued event or takes one step: terminal I/O
-    in a worker thread (at most ``TICK``), a wait for the leader's exit, or the
-    tree's stop. No task group or cancel scope outlives a call.
+    Each ``__anext__`` hands out a queued event or takes one step, each bounded:
+    terminal I/O in a worker thread or a wait for the leader's exit (at most
+    ``TICK``), or the tree's stop (at most ``kill_grace``). No task group or
+    cancel scope outlives a call. ``aclose()`` from another task while a step
+    runs leaves the stop to that step's task (one task at a time waits on a
+    child), and waits for it.
     """
 
     def __init__(
@@ -414,8 +419,10 @@ class PtyRun:
         self._request = request
         self._runs = runs
         self._session: PtySession | None = None
-        self._closed = False  # aclose()d or finished: the terminal is (to be) closed
-        self._reading = False  # a worker thread is in session.io
+        self._closed = False  # aclose() was called: stop, end as aborted
+        self._released = False  # the terminal is closed
+        self._busy = False  # the consumer's task is in a step
+        self._on_release: anyio.Event | None = None  # what aclose() waits on
 
     def __aiter__(self) -> Self:
         return self
@@ -432,57 +439,87 @@ class PtyRun:
         try:
             return await self._next(session)
         except BaseException:
-            await self.aclose()
+            await self._stop(session)
+            self._release()
             raise
 
     async def _next(self, session: PtySession) -> StreamEvent:
-        import anyio
-
         while (event := session.next_event()) is None:
             if session.over:
                 raise StopAsyncIteration
             now = time.monotonic()
-            # aclose() from another task stopped the tree: end as aborted.
-            step = Step.FINISH if self._closed else session.next_step(now)
+            if not self._closed:
+                step = session.next_step(now)
+            elif session.child is None or session.returncode is not None:
+                step = Step.FINISH
+            else:
+                step = Step.STOP
             if step is Step.FINISH:
                 session.drain()
                 session.finish(now)
                 self._release()
-            elif step is Step.STOP:
-                assert session.child is not None
-                session.stopped(await session.child.terminate(session.kill_grace))
-            elif step is Step.WAIT_EXIT:
-                assert session.child is not None
-                with anyio.move_on_after(session.wait_limit(now)):
-                    await session.child.wait_exit()
-                session.took(None, time.monotonic())
-            else:
-                self._reading = True
-                try:
-                    data = await anyio.to_thread.run_sync(session.io, TICK)
-                finally:
-                    self._reading = False
-                session.took(data, time.monotonic())
+                continue
+            self._busy = True
+            try:
+                await self._take(session, step, now)
+            finally:
+                self._busy = False
         return event
 
+    async def _take(self, session: PtySession, step: Step, now: float) -> None:
+        import anyio
+
+        if step is Step.STOP:
+            await self._stop(session)
+            session.drain()
+        elif step is Step.WAIT_EXIT:
+            assert session.child is not None
+            with anyio.move_on_after(min(session.wait_limit(now), TICK)):
+                await session.child.wait_exit()
+            session.took(None, time.monotonic())
+        else:
+            data = await anyio.to_thread.run_sync(session.io, TICK)
+            session.took(data, time.monotonic())
+
+    @staticmethod
+    async def _stop(session: PtySession) -> None:
+        """Stop the tree (the one kill-and-reap, shielded), unless it is reaped."""
+        child = session.child
+        if child is not None and session.returncode is None:
+            code = await child.terminate(session.kill_grace)
+            if session.returncode is None:
+                session.returncode = code
+
     def _release(self) -> None:
-        self._closed = True
+        if self._released:
+            return
+        self._released = True
         self._runs.discard(self)
-        if self._session is not None and not self._reading:
+        if self._session is not None:
             self._session.close()
+        if self._on_release is not None:
+            self._on_release.set()
 
     async def aclose(self) -> None:
         """Stop the run: kill and reap the whole process tree; idempotent."""
-        if self._closed:
+        session = self._session
+        if self._closed or session is None or self._released:
+            self._closed = True
             return
         self._closed = True
-        session = self._session
-        if session is not None and session.child is not None:
-            if session.returncode is None:
-                session.abort()
-                code = await session.child.terminate(session.kill_grace)
-                if session.returncode is None:
-                    session.returncode = code
+        session.abort()
+        if self._busy:
+            import anyio
+
+            # SIGTERM now; the step ends within TICK, sees _closed and stops the
+            # tree (grace, SIGKILL, reap): wait for that.
+            assert session.child is not None
+            begin_stop((session.child,))
+            self._on_release = anyio.Event()
+            with anyio.CancelScope(shield=True):
+                await self._on_release.wait()
+            return
+        await self._stop(session)
         self._release()
 
     async def __aenter__(self) -> Self:

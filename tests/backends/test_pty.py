@@ -288,29 +288,44 @@ async def test_leaving_the_stream_early_kills_the_tree(
             await tree.assert_gone()
 
 
+@IGNORE_TERM
+@pytest.mark.parametrize("consumer", ["run", "stream"])
 async def test_closing_the_backend_while_a_run_waits_ends_it_as_aborted(
-    tmp_path: Path, trees: Trees
+    tmp_path: Path, trees: Trees, consumer: str, ignore_term: bool
 ) -> None:
     pidfile = tmp_path / "pids"
-    config = tree_peer(pidfile)
-    backend = config.create_backend()
+    backend = tree_peer(pidfile, ignore_term=ignore_term).create_backend()
     agent = make_agent(backend)
     results: list[AgentRunResult] = []
+    got_ready = anyio.Event()
 
     async def run() -> None:
-        results.append(await agent.run("go"))
+        if consumer == "run":
+            results.append(await agent.run("go"))
+            return
+        async with agent.stream("go") as events:
+            async for event in events:
+                if event == READY:
+                    got_ready.set()
+                elif isinstance(event, ErrorEvent):
+                    results.append(event.result)
 
     with anyio.fail_after(HANG_GUARD):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
             tree = await trees(pidfile)
+            if consumer == "stream":
+                await got_ready.wait()
             # The run's task is parked in a terminal read in a worker thread.
             await backend.aclose()
+            # The run's stop ended (the leader was reaped) before aclose() returned.
+            assert_reaped(tree.leader)
     await tree.assert_gone()
+    assert_escalated(tree, ignore_term)
     [result] = results
     assert not result.success and result.aborted
     assert isinstance(result.error, BackendExitError)
-    assert result.error.signal == "SIGTERM"
+    assert result.error.signal == ("SIGKILL" if ignore_term else "SIGTERM")
     assert result.output == "ready\n"
 
 
