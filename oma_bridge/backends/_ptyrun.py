@@ -1,4 +1,4 @@
-"""One PTY run: a child on a terminal of its own, and its two drivers.
+"""One PTY run: a child on a terminal of its own (``_ptydrive`` drives it).
 
 ``PtySession`` opens a pseudo-terminal, spawns the child on it (``Child`` with
 ``terminal=``: its own session, the terminal its controlling one; the project's
@@ -8,7 +8,7 @@ events and a result. pexpect reads the terminal: its blocking
 asyncio-only, so the async driver (``PtyRun``) makes that call in a worker
 thread: the same code runs on asyncio and trio, the event loop never blocks,
 and a cancellation is noticed within a tick. The blocking driver
-(``run_blocking``) makes it directly.
+(``run_blocking``) makes it directly. Both are in ``_ptydrive``.
 
 Why not ``pexpect.spawn``: it reaps the child itself (``isalive()`` calls
 ``waitpid`` on every read, and again when collected), which races the one
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, final
 
 from ..bridge import (
     AgentRunResult,
+    BackendStartError,
     BackendTimeout,
     DoneEvent,
     ErrorEvent,
@@ -43,7 +44,6 @@ from ._proc import (
     EXIT_UNKNOWN,
     Child,
     StderrTail,
-    begin_stop,
     end_stop,
     exit_error,
     resolve_executable,
@@ -53,17 +53,12 @@ from ._run import prompt_text
 from ._screen import Screen
 
 if TYPE_CHECKING:
-    import weakref
-    from collections.abc import Callable
-
-    import anyio
     from pexpect.fdpexpect import fdspawn
-    from typing_extensions import Self
 
     from ..bridge import RunRequest, StreamEvent
     from .pty import PtyBackend
 
-__all__ = ("TICK", "PtyRun", "PtySession", "run_blocking")
+__all__ = ("TICK", "PtySession", "Step")
 
 #: The longest one blocking wait lasts (seconds): how late a cancellation can be.
 TICK = 0.05
@@ -71,6 +66,7 @@ _READ_SIZE = 64 * 1024
 #: Typed in pieces: a terminal's line editor holds about 4 KiB.
 _TYPE_SIZE = 1024
 _ENTER, _EOF = b"\r", b"\x04"  # what the keys send; the terminal turns \r into \n
+_DRAIN_READS = 64
 
 
 class Step(enum.Enum):
@@ -78,7 +74,7 @@ class Step(enum.Enum):
 
     IO = "io"  # call ``io(TICK)`` (in a thread), then ``took()``
     WAIT_EXIT = "wait_exit"  # the terminal closed, the leader runs: wait for it
-    STOP = "stop"  # stop the tree (``Child.terminate``), then ``stopped()``
+    STOP = "stop"  # stop the tree (``Child.terminate``), then ``stopped(code)``
     FINISH = "finish"  # call ``finish()``; the events end with the terminal one
 
 
@@ -172,8 +168,6 @@ class PtySession:
         self._term = fdspawn(master, use_poll=True)  # poll: any fd number
 
     def _start_error(self, reason: str) -> OmaBridgeError:
-        from ..bridge import BackendStartError
-
         return BackendStartError(self.config.command, reason=reason)
 
     @property
@@ -241,8 +235,11 @@ class PtySession:
         self._events.append(TextEvent(text))
 
     def drain(self) -> None:
-        """Take what the terminal still holds, without waiting."""
-        while self._term is not None and not self._eof:
+        """Take what the terminal still holds, without waiting (bounded: a
+        descendant that escaped the group kill may still be writing)."""
+        for _ in range(_DRAIN_READS):
+            if self._term is None or self._eof:
+                break
             data = self.io(0)
             if data is None:
                 break
@@ -358,172 +355,3 @@ class PtySession:
             return None  # (a host ignoring SIGCHLD loses every status)
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         return exit_error(command, code, self._tail.text(secret_values(env)))
-
-
-# -- the blocking driver ---------------------------------------------------------------
-
-
-def run_blocking(
-    backend: PtyBackend,
-    request: RunRequest,
-    on_event: Callable[[StreamEvent], object] | None = None,
-) -> AgentRunResult:
-    """One run without an event loop; ``on_event`` sees every event, the
-    terminal one last. Any exception stops and reaps the tree first."""
-    emit = on_event or (lambda event: None)
-    session = PtySession(backend, request, time.monotonic())
-    try:
-        while True:
-            while (event := session.next_event()) is not None:
-                emit(event)
-                if isinstance(event, (DoneEvent, ErrorEvent)):
-                    return event.result
-            now = time.monotonic()
-            step = session.next_step(now)
-            if step is Step.FINISH:
-                session.finish(now)
-            elif step is Step.STOP:
-                assert session.child is not None
-                session.stopped(session.child.terminate_blocking(session.kill_grace))
-            elif step is Step.WAIT_EXIT:
-                session.wait_exit_blocking(session.wait_limit(now))
-                session.took(None, time.monotonic())
-            else:
-                session.took(session.io(TICK), time.monotonic())
-    finally:
-        if session.child is not None and session.returncode is None:
-            session.child.terminate_blocking(session.kill_grace)
-        session.close()
-
-
-# -- the async driver ------------------------------------------------------------------
-
-
-@final
-class PtyRun:
-    """One run, pumped in the consumer's own task (what ``stream()`` returns).
-
-    Each ``__anext__`` hands out a queued event or takes one step, each bounded:
-    terminal I/O in a worker thread or a wait for the leader's exit (at most
-    ``TICK``), or the tree's stop (at most ``kill_grace``). No task group or
-    cancel scope outlives a call. ``aclose()`` from another task while a step
-    runs leaves the stop to that step's task (one task at a time waits on a
-    child), and waits for it.
-    """
-
-    def __init__(
-        self, backend: PtyBackend, request: RunRequest, runs: weakref.WeakSet[PtyRun]
-    ) -> None:
-        """``runs``: the backend's runs in flight, which this joins once started."""
-        self._backend = backend
-        self._request = request
-        self._runs = runs
-        self._session: PtySession | None = None
-        self._closed = False  # aclose() was called: stop, end as aborted
-        self._released = False  # the terminal is closed
-        self._busy = False  # the consumer's task is in a step
-        self._on_release: anyio.Event | None = None  # what aclose() waits on
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        session = self._session
-        if session is None:
-            if self._closed:
-                raise StopAsyncIteration
-            session = self._session = PtySession(
-                self._backend, self._request, time.monotonic()
-            )
-            self._runs.add(self)
-        try:
-            return await self._next(session)
-        except BaseException:
-            await self._stop(session)
-            self._release()
-            raise
-
-    async def _next(self, session: PtySession) -> StreamEvent:
-        while (event := session.next_event()) is None:
-            if session.over:
-                raise StopAsyncIteration
-            now = time.monotonic()
-            if not self._closed:
-                step = session.next_step(now)
-            elif session.child is None or session.returncode is not None:
-                step = Step.FINISH
-            else:
-                step = Step.STOP
-            if step is Step.FINISH:
-                session.drain()
-                session.finish(now)
-                self._release()
-                continue
-            self._busy = True
-            try:
-                await self._take(session, step, now)
-            finally:
-                self._busy = False
-        return event
-
-    async def _take(self, session: PtySession, step: Step, now: float) -> None:
-        import anyio
-
-        if step is Step.STOP:
-            await self._stop(session)
-            session.drain()
-        elif step is Step.WAIT_EXIT:
-            assert session.child is not None
-            with anyio.move_on_after(min(session.wait_limit(now), TICK)):
-                await session.child.wait_exit()
-            session.took(None, time.monotonic())
-        else:
-            data = await anyio.to_thread.run_sync(session.io, TICK)
-            session.took(data, time.monotonic())
-
-    @staticmethod
-    async def _stop(session: PtySession) -> None:
-        """Stop the tree (the one kill-and-reap, shielded), unless it is reaped."""
-        child = session.child
-        if child is not None and session.returncode is None:
-            code = await child.terminate(session.kill_grace)
-            if session.returncode is None:
-                session.returncode = code
-
-    def _release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        self._runs.discard(self)
-        if self._session is not None:
-            self._session.close()
-        if self._on_release is not None:
-            self._on_release.set()
-
-    async def aclose(self) -> None:
-        """Stop the run: kill and reap the whole process tree; idempotent."""
-        session = self._session
-        if self._closed or session is None or self._released:
-            self._closed = True
-            return
-        self._closed = True
-        session.abort()
-        if self._busy:
-            import anyio
-
-            # SIGTERM now; the step ends within TICK, sees _closed and stops the
-            # tree (grace, SIGKILL, reap): wait for that.
-            assert session.child is not None
-            begin_stop((session.child,))
-            self._on_release = anyio.Event()
-            with anyio.CancelScope(shield=True):
-                await self._on_release.wait()
-            return
-        await self._stop(session)
-        self._release()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()

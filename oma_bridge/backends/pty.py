@@ -3,8 +3,8 @@
 The child runs on a pseudo-terminal of its own, in its own session (the
 terminal is its controlling one), so ``isatty()`` holds for its stdin, stdout
 and stderr. What it draws comes back as plain text (``_screen``); the raw
-stream is kept in ``AgentRunResult.raw_output``. The run itself is in
-``_ptyrun``; pexpect is imported there, when a run starts.
+stream is kept in ``AgentRunResult.raw_output``. A run is a ``_ptyrun``
+session driven by ``_ptydrive``; pexpect is imported there, when a run starts.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from ..bridge import AgentRunResult, RunRequest, RunStream, StreamEvent
-    from ._ptyrun import PtyRun
+    from ._ptydrive import PtyRun
 
 __all__ = ("PtyBackend", "PtyBackendConfig")
 
@@ -142,7 +142,7 @@ class PtyBackend:
         The program starts at the first ``__anext__``. Leaving early,
         cancelling or a timeout stops its whole process tree and reaps it.
         """
-        from ._ptyrun import PtyRun
+        from ._ptydrive import PtyRun
 
         return PtyRun(self, request, self._runs)
 
@@ -162,7 +162,7 @@ class PtyBackend:
         exception (``KeyboardInterrupt`` included) stops and reaps the tree
         before it propagates.
         """
-        from ._ptyrun import run_blocking
+        from ._ptydrive import run_blocking
 
         return run_blocking(self, request, on_event)
 

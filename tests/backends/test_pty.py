@@ -288,6 +288,21 @@ async def test_leaving_the_stream_early_kills_the_tree(
             await tree.assert_gone()
 
 
+async def test_abandoning_a_plain_async_for_kills_the_tree(
+    tmp_path: Path, trees: Trees
+) -> None:
+    # No async with and no aclose(): when the stream is dropped, finalizers
+    # (CPython refcounting) kill and reap the tree and close the terminal.
+    pidfile = tmp_path / "pids"
+    async with make_agent(tree_peer(pidfile)) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            async for event in agent.stream("go"):
+                assert event == READY
+                tree = await trees(pidfile)
+                break
+            await tree.assert_gone()
+
+
 @IGNORE_TERM
 @pytest.mark.parametrize("consumer", ["run", "stream"])
 async def test_closing_the_backend_while_a_run_waits_ends_it_as_aborted(
