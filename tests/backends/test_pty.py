@@ -80,7 +80,7 @@ def assert_reaped(pid: int) -> None:
 
 def field(output: str, name: str) -> str:
     """The value of a "name value" line in the peer's output."""
-    match = re.search(rf"^{name} (.*)$", output, re.MULTILINE)
+    match = re.search(rf"^{name}:? (.*)$", output, re.MULTILINE)
     assert match is not None, f"no {name!r} line in {output!r}"
     return match[1]
 
@@ -462,6 +462,49 @@ def test_a_blocking_timeout_kills_the_tree(tmp_path: Path) -> None:
         tree.assert_gone_blocking()
     finally:
         tree.close()
+
+
+class _Stop(Exception):
+    """Raised by an on_event callback to break out of a blocking run."""
+
+
+def test_breaking_out_of_a_blocking_run_kills_the_tree(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    trees: list[Tree] = []
+
+    def on_event(event: StreamEvent) -> None:
+        assert event == READY
+        trees.append(watch_tree(pidfile))
+        raise _Stop
+
+    backend = tree_peer(pidfile, ignore_term=True).create_backend()
+    with pytest.raises(_Stop):
+        backend.run_blocking(RunRequest(prompt="", messages=[]), on_event)
+    [tree] = trees
+    try:
+        tree.assert_gone_blocking()
+        assert_escalated(tree, ignore_term=True)
+    finally:
+        tree.close()
+
+
+async def test_concurrent_runs_of_one_agent_each_get_their_own_terminal() -> None:
+    # Each run holds a worker thread for at most a tick at a time.
+    async with make_agent(pty_peer("needs_tty.py", "--where")) as agent:
+        results: dict[int, AgentRunResult] = {}
+
+        async def run(i: int) -> None:
+            results[i] = await agent.run(f"run {i}")
+
+        with anyio.fail_after(HANG_GUARD * 2):
+            async with anyio.create_task_group() as tg:
+                for i in range(12):
+                    tg.start_soon(run, i)
+    assert all(r.success for r in results.values())
+    assert {field(r.output, "answer") for r in results.values()} == {
+        f"run {i}" for i in range(12)
+    }
+    assert len({field(r.output, "pid") for r in results.values()}) == 12
 
 
 def test_a_process_run_imports_neither_pexpect_nor_the_pty_backend() -> None:
