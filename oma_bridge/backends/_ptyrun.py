@@ -114,8 +114,10 @@ class PtySession:
         self._kept = 0
         self._output: list[str] = []
         self._tail = StderrTail(config.tail_bytes, utf8_start=True)
-        self._pattern = re.compile(config.done_pattern) if config.done_pattern else None
-        self._typing = b""
+        self._done = re.compile(config.done_pattern) if config.done_pattern else None
+        self._ready = re.compile(config.ready_pattern) if config.ready_pattern else None
+        self._typing = b""  # what io() types (it alone changes it)
+        self._held = b""  # the prompt, until the ready pattern shows
         self.child: Child | None = None
         self._term: fdspawn[bytes] | None = None
         self._env = backend.child_env()
@@ -145,7 +147,11 @@ class PtySession:
         if config.input == "argument":
             argv.append(text)
         elif config.input == "terminal":
-            self._typing = text.encode() + _ENTER + (_EOF if config.send_eof else b"")
+            typed = text.encode() + _ENTER + (_EOF if config.send_eof else b"")
+            if self._ready is None:
+                self._typing = typed
+            else:
+                self._held = typed
         try:
             master, slave = _open_terminal(config.rows, config.cols)
         except OSError as exc:
@@ -223,11 +229,20 @@ class PtySession:
         lines = self._screen.feed(self._decoder.decode(data))
         if lines:
             self._text(lines)
-        if self._pattern is not None and not self.completed:
-            self.completed = any(
-                self._pattern.search(line)
-                for line in (*lines.splitlines(), self._screen.partial())
-            )
+        if self._held:
+            if self._shows(self._ready, lines):
+                self._typing, self._held = self._held, b""
+        elif self._done is not None and not self._typing and not self.completed:
+            self.completed = self._shows(self._done, lines)
+
+    def _shows(self, pattern: re.Pattern[str] | None, lines: str) -> bool:
+        """Whether ``pattern`` matches one of the new ``lines`` or the line
+        being drawn."""
+        assert pattern is not None
+        return any(
+            pattern.search(line)
+            for line in (*lines.splitlines(), self._screen.partial())
+        )
 
     def _text(self, text: str) -> None:
         self._output.append(text)

@@ -49,8 +49,13 @@ class PtyBackendConfig:
             ``"argument"`` (appended as one argv element) or ``"none"``.
         send_eof: With ``input="terminal"``, type end-of-file (Ctrl-D) after
             the prompt, for programs that read until it.
+        ready_pattern: With ``input="terminal"``, a regular expression: the
+            prompt is typed once a line of cleaned output (or the line being
+            drawn) matches it, instead of at once; for programs that show a
+            prompt of their own, or discard what was typed before it.
         done_pattern: A regular expression; the first line of cleaned output
-            (or the line being drawn, such as a prompt) it matches ends the run.
+            (or the line being drawn, such as a prompt) it matches once the
+            prompt is typed ends the run.
         rows, cols: The terminal's size.
         timeout: Seconds before the run is stopped and fails with BackendTimeout.
         max_output_bytes: Terminal output kept per run; the rest is dropped.
@@ -65,6 +70,7 @@ class PtyBackendConfig:
     cwd: str | None = None
     input: PtyInput = "terminal"
     send_eof: bool = False
+    ready_pattern: str | None = None
     done_pattern: str | None = None
     rows: int = 24
     cols: int = 80
@@ -85,17 +91,18 @@ class PtyBackendConfig:
                 "PtyBackendConfig.input must be 'terminal', 'argument' or 'none', "
                 f"got {self.input!r}"
             )
-        if self.send_eof and self.input != "terminal":
-            raise ValueError("PtyBackendConfig.send_eof needs input='terminal'")
+        for name in ("send_eof", "ready_pattern"):
+            if getattr(self, name) and self.input != "terminal":
+                raise ValueError(f"PtyBackendConfig.{name} needs input='terminal'")
         self._check_limits()
 
     def _check_limits(self) -> None:
-        if self.done_pattern is not None:
+        for name in ("ready_pattern", "done_pattern"):
             try:
-                re.compile(self.done_pattern)
+                re.compile(getattr(self, name) or "")
             except re.error as exc:
                 raise ValueError(
-                    f"PtyBackendConfig.done_pattern is not a regular expression: {exc}"
+                    f"PtyBackendConfig.{name} is not a regular expression: {exc}"
                 ) from None
         if not (0 < self.rows < 65536 and 0 < self.cols < 65536):
             raise ValueError("PtyBackendConfig.rows and cols must be 1 to 65535")

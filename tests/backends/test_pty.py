@@ -79,7 +79,7 @@ def assert_reaped(pid: int) -> None:
 
 
 def field(output: str, name: str) -> str:
-    """The value of a "name value" line in the peer's output."""
+    """The value of a "name value" (or "name: value") line in the output."""
     match = re.search(rf"^{name}:? (.*)$", output, re.MULTILINE)
     assert match is not None, f"no {name!r} line in {output!r}"
     return match[1]
@@ -199,6 +199,24 @@ async def test_a_done_pattern_ends_a_program_that_would_keep_running() -> None:
     assert result.output.endswith("tty yes\n> ")
     assert result.exit_code == -signal.SIGTERM  # stopped, as the pattern asked
     assert_reaped(int(field(result.output, "pid")))
+
+
+async def test_the_prompt_waits_for_the_ready_pattern_and_done_for_the_prompt() -> None:
+    # The program discards early typing, then shows "ready> ": the prompt is
+    # typed only then. The done pattern matches that "> " too, but only output
+    # after the prompt was typed counts, so it ends the run at the next one.
+    config = pty_peer(
+        "needs_tty.py",
+        "--banner",
+        "--forever",
+        ready_pattern=r"^ready> $",
+        done_pattern=r"> $",
+    )
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("after the banner")
+    assert result.success, result.error
+    assert result.output == "ready> answer: after the banner\nsize 24x80\n> "
 
 
 async def test_a_done_pattern_that_never_matches_lets_the_run_end_on_exit() -> None:
@@ -420,7 +438,9 @@ async def test_without_input_a_blank_prompt_is_allowed() -> None:
     [
         ({"input": "stdin"}, "input must be"),
         ({"input": "argument", "send_eof": True}, "send_eof needs"),
-        ({"done_pattern": "(unclosed"}, "not a regular expression"),
+        ({"input": "none", "ready_pattern": "x"}, "ready_pattern needs"),
+        ({"done_pattern": "(unclosed"}, "done_pattern is not a regular"),
+        ({"ready_pattern": "[unclosed"}, "ready_pattern is not a regular"),
         ({"rows": 0}, "rows and cols"),
         ({"timeout": 0}, "timeout must be positive"),
     ],

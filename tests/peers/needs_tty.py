@@ -8,16 +8,23 @@ with --from-arg, else one line typed on the terminal) and answers "answer:
              \\r progress bar first (the cleaned output is the same lines);
   --where    also print "pid <its pid>", "cwd <directory>" and "tty yes|no"
              (whether /dev/tty, the controlling terminal, opens);
-  --forever  then show an idle "> " prompt and wait for input until stopped.
+  --forever  then show an idle "> " prompt and wait for input until stopped;
+  --banner   first discard what was typed so far, then show "ready> " (as
+             programs that set up their terminal do) before reading the prompt.
 """
 
 import os
 import sys
+import termios
 
 if not (os.isatty(0) and os.isatty(1)):
     sys.stderr.write("needs_tty: this program needs a terminal\n")
     sys.exit(1)
 flags = {a for a in sys.argv[1:] if a.startswith("--")}
+if "--banner" in flags:
+    termios.tcflush(0, termios.TCIFLUSH)
+    sys.stdout.write("ready> ")
+    sys.stdout.flush()
 if "--from-arg" in flags:
     prompt = sys.argv[-1]
 else:
