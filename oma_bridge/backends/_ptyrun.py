@@ -118,6 +118,7 @@ class PtySession:
         self._ready = re.compile(config.ready_pattern) if config.ready_pattern else None
         self._typing = b""  # what io() types (it alone changes it)
         self._held = b""  # the prompt, until the ready pattern shows
+        self._on_ready_line = False  # still on the line the prompt was typed on
         self.child: Child | None = None
         self._term: fdspawn[bytes] | None = None
         self._env = backend.child_env()
@@ -230,19 +231,22 @@ class PtySession:
         if lines:
             self._text(lines)
         if self._held:
-            if self._shows(self._ready, lines):
+            if self._shows(self._ready, lines.splitlines()):
                 self._typing, self._held = self._held, b""
+                self._on_ready_line = True
         elif self._done is not None and not self._typing and not self.completed:
-            self.completed = self._shows(self._done, lines)
+            new = lines.splitlines()
+            if self._on_ready_line:
+                # That line began before the prompt was typed: not an answer's.
+                if not new:
+                    return
+                new, self._on_ready_line = new[1:], False
+            self.completed = self._shows(self._done, new)
 
-    def _shows(self, pattern: re.Pattern[str] | None, lines: str) -> bool:
-        """Whether ``pattern`` matches one of the new ``lines`` or the line
-        being drawn."""
+    def _shows(self, pattern: re.Pattern[str] | None, lines: list[str]) -> bool:
+        """Whether ``pattern`` matches one of ``lines`` or the line being drawn."""
         assert pattern is not None
-        return any(
-            pattern.search(line)
-            for line in (*lines.splitlines(), self._screen.partial())
-        )
+        return any(pattern.search(line) for line in (*lines, self._screen.partial()))
 
     def _text(self, text: str) -> None:
         self._output.append(text)

@@ -54,8 +54,8 @@ class PtyBackendConfig:
             drawn) matches it, instead of at once; for programs that show a
             prompt of their own, or discard what was typed before it.
         done_pattern: A regular expression; the first line of cleaned output
-            (or the line being drawn, such as a prompt) it matches once the
-            prompt is typed ends the run.
+            (or the line being drawn, such as a prompt) it matches ends the
+            run. Only lines begun after the prompt was typed count.
         rows, cols: The terminal's size.
         timeout: Seconds before the run is stopped and fails with BackendTimeout.
         max_output_bytes: Terminal output kept per run; the rest is dropped.

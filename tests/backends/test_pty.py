@@ -203,14 +203,14 @@ async def test_a_done_pattern_ends_a_program_that_would_keep_running() -> None:
 
 async def test_the_prompt_waits_for_the_ready_pattern_and_done_for_the_prompt() -> None:
     # The program discards early typing, then shows "ready> ": the prompt is
-    # typed only then. The done pattern matches that "> " too, but only output
-    # after the prompt was typed counts, so it ends the run at the next one.
+    # typed only then. The done pattern matches that line too, but only lines
+    # begun after the prompt was typed count: the next "> " ends the run.
     config = pty_peer(
         "needs_tty.py",
         "--banner",
         "--forever",
         ready_pattern=r"^ready> $",
-        done_pattern=r"> $",
+        done_pattern=r"^(ready)?> ",
     )
     async with make_agent(config) as agent:
         with anyio.fail_after(HANG_GUARD):
