@@ -190,11 +190,11 @@ class PtySession:
 
         term = self._term
         assert term is not None
-        if self._typing:
+        while self._typing:
             try:
                 sent = term.send(self._typing[:_TYPE_SIZE])
             except BlockingIOError:
-                sent = 0
+                break  # the terminal's input is full: the rest on the next call
             except OSError:  # nobody reads the terminal any more
                 sent = len(self._typing)
             self._typing = self._typing[sent:]

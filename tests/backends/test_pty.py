@@ -78,6 +78,20 @@ def assert_reaped(pid: int) -> None:
         os.kill(pid, 0)
 
 
+async def wait_ended(pid: int) -> None:
+    """Wait until ``pid`` has ended (a SIGKILL already sent is delivered by the
+    kernel asynchronously), bounded by the hang guard."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # ended and reaped already
+    try:
+        with anyio.fail_after(HANG_GUARD):
+            await anyio.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
 def field(output: str, name: str) -> str:
     """The value of a "name value" (or "name: value") line in the output."""
     match = re.search(rf"^{name}:? (.*)$", output, re.MULTILINE)
@@ -306,6 +320,22 @@ async def test_leaving_the_stream_early_kills_the_tree(
             await tree.assert_gone()
 
 
+async def test_a_grandchild_left_running_is_killed_after_a_successful_run() -> None:
+    # nohup: the grandchild ignores the SIGHUP its session gets when the leader
+    # exits; only the group kill after kill_grace ends it.
+    script = "nohup sleep 300 >/dev/null 2>&1 & echo $!; echo done"
+    config = PtyBackendConfig(
+        command="sh", args=("-c", script), input="none", kill_grace=0.2
+    )
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("")
+    assert result.success and result.exit_code == 0
+    grandchild, done = result.output.splitlines()
+    assert done == "done"
+    await wait_ended(int(grandchild))
+
+
 async def test_abandoning_a_plain_async_for_kills_the_tree(
     tmp_path: Path, trees: Trees
 ) -> None:
@@ -386,6 +416,19 @@ async def test_an_early_exit_is_a_failed_run_with_a_redacted_tail() -> None:
     assert secret not in str(error) and secret not in error.stderr_tail
     assert "using [REDACTED] for the service" in error.stderr_tail
     assert "partial output" in str(error)
+
+
+async def test_a_long_prompt_is_typed_in_pieces_while_the_answer_is_read() -> None:
+    # Far more than a terminal's input queue holds: typing and reading go on
+    # together. Each line stays under the line editor's ~4 KiB limit.
+    prompt = "".join(f"{i:05d} {'x' * 50}\n" for i in range(2000))
+    config = pty_peer("fail.py", "0", send_eof=True)
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD * 2):
+            result = await agent.run(prompt)
+    assert result.success, result.error
+    # Enter after the prompt's own last newline made one empty line more.
+    assert result.output == prompt + "\npartial output\n"
 
 
 async def test_a_missing_command_fails_before_anything_starts() -> None:
