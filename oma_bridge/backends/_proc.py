@@ -132,8 +132,11 @@ class Child:
 
         ``terminal``: the path of a pseudo-terminal's slave side, opened as the
         child's stdin, stdout and stderr instead of pipes (the PTY backend); it
-        becomes the new session's controlling terminal (not with ``cwd``).
+        becomes the new session's controlling terminal. Only without ``cwd``:
+        Popen, which changes directories, cannot give a controlling terminal.
         """
+        if terminal is not None and cwd is not None:
+            raise ValueError("Child: a terminal is only given without cwd")
         self._popen = None
         self.stdin_sent = 0
         self._terminal = terminal
@@ -241,28 +244,15 @@ class Child:
         # posix_spawn cannot change the child's directory; Popen can.
         import subprocess
 
-        streams: tuple[int, int, int] = (
-            subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
-            subprocess.PIPE,
-            subprocess.PIPE,
+        popen = self._popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
-        tty = -1
-        if self._terminal is not None:
-            # Popen cannot make it the controlling terminal; stdio is on it.
-            tty = os.open(self._terminal, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
-            streams = (tty, tty, tty)
-        try:
-            popen = self._popen = subprocess.Popen(
-                argv,
-                stdin=streams[0],
-                stdout=streams[1],
-                stderr=streams[2],
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        finally:
-            self._close(tty)
         self.pid = popen.pid
         self.stdin, self.stdout, self.stderr = (
             self._take(popen.stdin),

@@ -26,6 +26,7 @@ import os
 import re
 import select
 import struct
+import sys
 import termios
 import time
 from collections import deque
@@ -67,6 +68,7 @@ _READ_SIZE = 64 * 1024
 _TYPE_SIZE = 1024
 _ENTER, _EOF = b"\r", b"\x04"  # what the keys send; the terminal turns \r into \n
 _DRAIN_READS = 64
+_CHDIR = "import os, sys; os.chdir(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])"
 
 
 class Step(enum.Enum):
@@ -144,6 +146,11 @@ class PtySession:
             ),
             *config.args,
         ]
+        if config.cwd is not None:
+            # posix_spawn, which alone can give the terminal as the controlling
+            # one, cannot change directories: a small interpreter does, then
+            # becomes the program (same pid, same session).
+            argv = [sys.executable, "-I", "-S", "-c", _CHDIR, config.cwd, *argv]
         text = prompt_text(request)
         if config.input == "argument":
             argv.append(text)
@@ -161,7 +168,7 @@ class PtySession:
             self.child = Child(
                 argv,
                 env=self._env,
-                cwd=config.cwd,
+                cwd=None,
                 pipe_stdin=False,
                 terminal=os.ttyname(slave),
             )

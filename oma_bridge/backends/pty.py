@@ -42,9 +42,7 @@ class PtyBackendConfig:
         args: Arguments, passed as separate argv elements (never through a shell).
         env: Variables merged over the parent's environment for the child.
         scrub_env: Variables removed from the inherited environment first.
-        cwd: The child's working directory. (With one, the terminal is the
-            child's stdin, stdout and stderr but not its controlling terminal:
-            ``/dev/tty`` cannot be opened.)
+        cwd: The child's working directory.
         input: How the prompt reaches it: ``"terminal"`` (typed, then Enter),
             ``"argument"`` (appended as one argv element) or ``"none"``.
         send_eof: With ``input="terminal"``, type end-of-file (Ctrl-D) after

@@ -151,16 +151,27 @@ async def test_the_child_leads_a_session_with_the_terminal_as_its_own() -> None:
     assert_reaped(int(field(result.output, "pid")))
 
 
-async def test_cwd_is_honoured_without_a_controlling_terminal(tmp_path: Path) -> None:
+async def test_cwd_is_honoured_and_the_terminal_still_controls(tmp_path: Path) -> None:
     config = pty_peer("needs_tty.py", "--where", cwd=str(tmp_path))
     async with make_agent(config) as agent:
         with anyio.fail_after(HANG_GUARD):
             result = await agent.run("x")
     assert result.success, result.error
     assert field(result.output, "cwd") == str(tmp_path)
-    # The documented gap: with cwd the child is spawned by Popen, which cannot
-    # make the terminal its controlling one (stdio is still on it).
-    assert field(result.output, "tty") == "no"
+    assert field(result.output, "tty") == "yes"
+    assert_reaped(int(field(result.output, "pid")))
+
+
+async def test_a_relative_command_is_found_in_cwd(tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text('#!/bin/sh\necho "in $(pwd): $1"\n')
+    script.chmod(0o755)
+    config = PtyBackendConfig(command="./agent.sh", cwd=str(tmp_path), input="argument")
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("a b")
+    assert result.success, result.error
+    assert result.output == f"in {tmp_path}: a b\n"
 
 
 # -- cleaned output -----------------------------------------------------------------
