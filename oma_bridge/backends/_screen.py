@@ -26,9 +26,9 @@ _ESCAPE = (
     r"|\x1b[ -/]*[0-OQ-WYZ\\`-~]"
 )
 _TOKEN = re.compile(_ESCAPE + r"|(?P<ctl>[\x00-\x08\x0a-\x1f\x7f])")
-_COMPLETE = re.compile(_ESCAPE)
-#: An escape sequence longer than this is not one: its ESC is dropped.
-_MAX_ESCAPE = 256
+#: An escape sequence longer than this is not one: its ESC is dropped. (A link,
+#: OSC 8, holds a whole URL.)
+_MAX_ESCAPE = 4096
 
 
 @final
@@ -47,15 +47,15 @@ class Screen:
         self._col = 0
         self._held = ""  # an escape sequence cut at the end of the last piece
 
-    def feed(self, text: str) -> str:
-        """Take ``text``; return the lines it completed (cleaned)."""
+    def feed(self, text: str, *, final: bool = False) -> str:
+        """Take ``text``; return the lines it completed (cleaned).
+
+        An ESC that starts no complete sequence is held, with what follows,
+        until the sequence is complete or ``_MAX_ESCAPE`` characters later (then
+        it is dropped); with ``final`` (the end of the stream) at once.
+        """
         text = self._held + text
         self._held = ""
-        cut = text.rfind("\x1b")
-        if cut >= 0 and len(text) - cut < _MAX_ESCAPE:
-            match = _COMPLETE.match(text, cut)
-            if match is None:
-                text, self._held = text[:cut], text[cut:]
         done: list[str] = []
         start = 0
         for match in _TOKEN.finditer(text):
@@ -63,10 +63,11 @@ class Screen:
                 self._put(text[start : match.start()])
             start = match.end()
             ctl = match["ctl"]
-            if ctl == "\n":
-                done.append(self._take())
-            elif ctl is not None:
-                self._control(ctl)
+            if ctl == "\x1b" and not final and len(text) - match.start() < _MAX_ESCAPE:
+                self._held = text[match.start() :]
+                return "".join(done)
+            if ctl is not None:
+                self._control(ctl, done)
             elif match["final"] is not None:
                 self._csi(match["params"], match["final"])
         if start < len(text):
@@ -78,9 +79,9 @@ class Screen:
         return "".join(self._line)
 
     def flush(self) -> str:
-        """The rest (the last line, if it has no newline); the screen is left empty."""
-        self._held = ""
-        rest = self.partial()
+        """The rest (held text, the last line if it has no newline); the screen
+        is left empty."""
+        rest = self.feed("", final=True) + self.partial()
         self._line, self._col = [], 0
         return rest
 
@@ -96,14 +97,14 @@ class Screen:
         line[col : col + len(run)] = run  # overwrites, then extends
         self._col = col + len(run)
 
-    def _control(self, ctl: str) -> None:
-        if ctl == "\r":
+    def _control(self, ctl: str, done: list[str]) -> None:
+        if ctl == "\n":
+            done.append(self._take())
+        elif ctl == "\r":
             self._col = 0
         elif ctl == "\b":
             self._col = max(self._col - 1, 0)
-        elif ctl == "\x1b":
-            pass  # a lone ESC (a sequence too long to be one): dropped
-        # Other controls (BEL, SO/SI, ...) draw nothing.
+        # Other controls (BEL, SO/SI, an ESC that starts no sequence) draw nothing.
 
     def _csi(self, params: str, final: str) -> None:
         if final == "K":  # erase in line: 0 to the end, 1 to the cursor, 2 all

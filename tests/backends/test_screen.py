@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oma_bridge.backends._screen import Screen, clean
 
@@ -50,7 +52,62 @@ def test_a_line_comes_out_only_when_its_newline_does() -> None:
     assert screen.partial() == "> "
 
 
-def test_a_lone_escape_that_never_completes_is_dropped() -> None:
+def test_an_escape_that_never_completes_is_dropped_far_enough_on() -> None:
     screen = Screen()
-    # An unfinished CSI far longer than any real one: its ESC goes, the rest stays.
-    assert screen.feed("a\x1b[" + "1" * 300 + "\n") == "a[" + "1" * 300 + "\n"
+    # Cut short by a newline: held, since more could still make it whole...
+    assert screen.feed("a\x1b[12\nnext line\n") == ""
+    # ...until far more came than any sequence holds: its ESC goes, the rest stays.
+    assert screen.feed("x" * 5000 + "\n") == "a[12\nnext line\n" + "x" * 5000 + "\n"
+
+
+def test_the_end_of_the_stream_releases_what_was_held() -> None:
+    screen = Screen()
+    assert screen.feed("cut \x1b]0;no end") == ""
+    assert screen.flush() == "cut ]0;no end"
+
+
+# The pieces a terminal's output arrives in: text, controls, and the fragments
+# escape sequences are made of, so that random strings hold whole sequences,
+# cut ones and malformed ones.
+_PIECES = [
+    "ab",
+    "é",
+    " ",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    "\b",
+    "\x07",
+    "\x1b",
+    "[",
+    "]",
+    ";",
+    "0",
+    "2",
+    "31",
+    "m",
+    "K",
+    "G",
+    "C",
+    "D",
+    "A",
+    "\\",
+    "P",
+    "\x1b[",
+    "\x1b]0;",
+]
+
+
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=60).map("".join),
+    st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+)
+def test_pieces_clean_as_the_whole(text: str, cuts: list[int]) -> None:
+    # However the stream is cut into reads, the cleaned text is the same.
+    screen = Screen()
+    bounds = sorted({min(c, len(text)) for c in cuts})
+    pieces = [
+        text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)], strict=True)
+    ]
+    assert "".join(screen.feed(p) for p in pieces) + screen.flush() == clean(text)
