@@ -20,6 +20,8 @@ if TYPE_CHECKING:
         OUTPUT_FORMATS,
         ProcessBackend,
         ProcessBackendConfig,
+        PtyBackend,
+        PtyBackendConfig,
     )
     from .batch import (
         BatchItem,
@@ -169,6 +171,8 @@ __all__ = (
     "ProgressEvent",
     "ProgressHandler",
     "ProtocolError",
+    "PtyBackend",
+    "PtyBackendConfig",
     "RebasableConfig",
     "RemoteError",
     "RunRequest",
@@ -218,7 +222,14 @@ __all__ = (
 # not listed here are in .bridge.
 _LAZY = {
     **dict.fromkeys(
-        ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig"), "backends"
+        (
+            "OUTPUT_FORMATS",
+            "ProcessBackend",
+            "ProcessBackendConfig",
+            "PtyBackend",
+            "PtyBackendConfig",
+        ),
+        "backends",
     ),
     **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
     **dict.fromkeys(("Preset", "preset"), "presets"),

@@ -121,6 +121,7 @@ class Child:
         pipe_stdin: bool,
         stdin_data: bytes = b"",
         blocking_output: bool = False,
+        terminal: str | None = None,
     ) -> None:
         """Spawn ``argv``.
 
@@ -128,9 +129,17 @@ class Child:
         much as the pipe holds (``stdin_sent`` says how much); when all of it
         fits, stdin is closed too, so the child reads it and then end of file.
         Nothing waits on the child, and no reader is woken up, to deliver it.
+
+        ``terminal``: the path of a pseudo-terminal's slave side, opened as the
+        child's stdin, stdout and stderr instead of pipes (the PTY backend); it
+        becomes the new session's controlling terminal. Only without ``cwd``:
+        Popen, which changes directories, cannot give a controlling terminal.
         """
+        if terminal is not None and cwd is not None:
+            raise ValueError("Child: a terminal is only given without cwd")
         self._popen = None
         self.stdin_sent = 0
+        self._terminal = terminal
         if cwd is None:
             self._posix_spawn(argv, env, pipe_stdin, stdin_data, blocking_output)
         else:
@@ -151,7 +160,17 @@ class Child:
     ) -> None:
         # posix_spawn: a third of Popen's CPU per start, and the parent is
         # never forked.
-        ours, theirs, actions = self._pipes(argv[0], pipe_stdin, stdin_data)
+        if self._terminal is not None:
+            # Opened after setsid(), without O_NOCTTY: it becomes the session's
+            # controlling terminal, as on a login.
+            ours, theirs = [-1, -1, -1], list[int]()
+            actions: list[_Action] = [
+                (os.POSIX_SPAWN_OPEN, 0, self._terminal, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+            ]
+        else:
+            ours, theirs, actions = self._pipes(argv[0], pipe_stdin, stdin_data)
         try:
             self.pid = os.posix_spawn(
                 argv[0],

@@ -68,6 +68,9 @@ class AgentRunResult:
         duration_s: Wall-clock time of the run, in seconds.
         exit_code: The agent process's exit status, where there is one.
         output_truncated: Output beyond the backend's byte cap was dropped.
+        raw_output: What the agent wrote before the backend cleaned it into
+            ``output``, when it does (the PTY backend: the terminal stream,
+            escape sequences and all); None otherwise.
     """
 
     success: bool
@@ -81,3 +84,4 @@ class AgentRunResult:
     duration_s: float = 0.0
     exit_code: int | None = None
     output_truncated: bool = False
+    raw_output: str | None = None

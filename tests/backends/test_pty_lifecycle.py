@@ -1,0 +1,251 @@
+"""PTY backend: every way a run ends stops and reaps the whole tree, on asyncio
+and trio, and without an event loop.
+
+tests/peers/tree.py starts a sleeping grandchild in its process group, writes
+both pids to a file, prints "ready" and sleeps forever, so only the backend's
+kill-and-reap can end it. The autouse leak check in tests/conftest.py also fails
+any test that leaves a process, an unreaped child or a descriptor (the
+terminal's master side included) behind.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from oma_bridge import (
+    AgentRunResult,
+    BackendExitError,
+    BackendTimeout,
+    DoneEvent,
+    ErrorEvent,
+    PtyBackendConfig,
+    RunRequest,
+)
+
+from ._pty_support import (
+    IGNORE_TERM,
+    READY,
+    assert_escalated,
+    assert_reaped,
+    pty_peer,
+    tree_peer,
+    wait_ended,
+)
+from ._support import HANG_GUARD, make_agent, watch_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from oma_bridge import StreamEvent
+
+    from ._support import Tree
+
+    Trees = Callable[[Path], Awaitable[Tree]]
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
+
+
+# -- the process tree -------------------------------------------------------------
+
+
+@IGNORE_TERM
+@pytest.mark.parametrize("how", ["cancel", "deadline"])
+async def test_cancelling_a_run_kills_the_whole_tree(
+    tmp_path: Path, trees: Trees, how: str, ignore_term: bool
+) -> None:
+    pidfile = tmp_path / "pids"
+    agent = make_agent(tree_peer(pidfile, ignore_term=ignore_term))
+    results: list[AgentRunResult] = []
+    scope = anyio.CancelScope()
+
+    async def run() -> None:
+        with scope:
+            results.append(await agent.run("go"))
+
+    async with agent:
+        with anyio.fail_after(HANG_GUARD):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                tree = await trees(pidfile)
+                if how == "cancel":
+                    scope.cancel()
+                else:
+                    scope.deadline = anyio.current_time()
+        assert scope.cancelled_caught
+        assert results == []
+        await tree.assert_gone()
+        assert_escalated(tree, ignore_term)
+
+
+@IGNORE_TERM
+async def test_a_timeout_fails_the_run_and_kills_the_tree(
+    tmp_path: Path, trees: Trees, ignore_term: bool
+) -> None:
+    pidfile = tmp_path / "pids"
+    config = tree_peer(pidfile, ignore_term=ignore_term, timeout=1.0)
+    async with make_agent(config) as agent, agent.stream("go") as events:
+        with anyio.fail_after(HANG_GUARD):
+            # Streamed as it comes: the tree is still running here.
+            assert await events.__anext__() == READY
+            tree = await trees(pidfile)
+            rest = [event async for event in events]
+    [terminal] = rest
+    assert isinstance(terminal, ErrorEvent)
+    assert isinstance(terminal.error, BackendTimeout)
+    assert terminal.error.timeout == 1.0
+    result = terminal.result
+    assert not result.success and result.error is terminal.error
+    assert result.output == "ready\n"
+    stopped_by = signal.SIGKILL if ignore_term else signal.SIGTERM
+    assert result.exit_code == -stopped_by
+    await tree.assert_gone()
+    assert_escalated(tree, ignore_term)
+
+
+async def test_leaving_the_stream_early_kills_the_tree(
+    tmp_path: Path, trees: Trees
+) -> None:
+    pidfile = tmp_path / "pids"
+    async with make_agent(tree_peer(pidfile)) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            async with agent.stream("go") as events:
+                async for event in events:
+                    assert event == READY
+                    tree = await trees(pidfile)
+                    break
+            # Checked while the agent is still open: the stream cleaned up itself.
+            await tree.assert_gone()
+
+
+async def test_a_grandchild_left_running_is_killed_after_a_successful_run() -> None:
+    # nohup: the grandchild ignores the SIGHUP its session gets when the leader
+    # exits; only the group kill after kill_grace ends it.
+    script = "nohup sleep 300 >/dev/null 2>&1 & echo $!; echo done"
+    config = PtyBackendConfig(
+        command="sh", args=("-c", script), input="none", kill_grace=0.2
+    )
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("")
+    assert result.success and result.exit_code == 0
+    grandchild, done = result.output.splitlines()
+    assert done == "done"
+    await wait_ended(int(grandchild))
+
+
+async def test_abandoning_a_plain_async_for_kills_the_tree(
+    tmp_path: Path, trees: Trees
+) -> None:
+    # No async with and no aclose(): when the stream is dropped, finalizers
+    # (CPython refcounting) kill and reap the tree and close the terminal.
+    pidfile = tmp_path / "pids"
+    async with make_agent(tree_peer(pidfile)) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            async for event in agent.stream("go"):
+                assert event == READY
+                tree = await trees(pidfile)
+                break
+            await tree.assert_gone()
+
+
+@IGNORE_TERM
+@pytest.mark.parametrize("consumer", ["run", "stream"])
+async def test_closing_the_backend_while_a_run_waits_ends_it_as_aborted(
+    tmp_path: Path, trees: Trees, consumer: str, ignore_term: bool
+) -> None:
+    pidfile = tmp_path / "pids"
+    backend = tree_peer(pidfile, ignore_term=ignore_term).create_backend()
+    agent = make_agent(backend)
+    results: list[AgentRunResult] = []
+    got_ready = anyio.Event()
+
+    async def run() -> None:
+        if consumer == "run":
+            results.append(await agent.run("go"))
+            return
+        async with agent.stream("go") as events:
+            async for event in events:
+                if event == READY:
+                    got_ready.set()
+                elif isinstance(event, ErrorEvent):
+                    results.append(event.result)
+
+    with anyio.fail_after(HANG_GUARD):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            tree = await trees(pidfile)
+            if consumer == "stream":
+                await got_ready.wait()
+            # The run's task is parked in a terminal read in a worker thread.
+            await backend.aclose()
+            # The run's stop ended (the leader was reaped) before aclose() returned.
+            assert_reaped(tree.leader)
+    await tree.assert_gone()
+    assert_escalated(tree, ignore_term)
+    [result] = results
+    assert not result.success and result.aborted
+    assert isinstance(result.error, BackendExitError)
+    assert result.error.signal == ("SIGKILL" if ignore_term else "SIGTERM")
+    assert result.output == "ready\n"
+
+
+# -- without an event loop ----------------------------------------------------------
+
+
+def test_run_sync_drives_the_terminal_without_an_event_loop() -> None:
+    events: list[StreamEvent] = []
+    agent = make_agent(pty_peer("needs_tty.py", "--ansi"))
+    result = agent.run_sync("sync", on_event=events.append)
+    assert result.success, result.error
+    assert result.output == "working 100%\ndone\nanswer: sync\nsize 24x80\n"
+    assert isinstance(events[-1], DoneEvent) and events[-1].result is result
+
+
+def test_a_blocking_timeout_kills_the_tree(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    trees: list[Tree] = []
+
+    def on_event(event: StreamEvent) -> None:
+        if event == READY:
+            trees.append(watch_tree(pidfile))
+
+    backend = tree_peer(pidfile, timeout=0.5).create_backend()
+    request = RunRequest(prompt="", messages=[])
+    result = backend.run_blocking(request, on_event)
+    [tree] = trees
+    try:
+        assert isinstance(result.error, BackendTimeout)
+        assert result.output == "ready\n"
+        tree.assert_gone_blocking()
+    finally:
+        tree.close()
+
+
+class _Stop(Exception):
+    """Raised by an on_event callback to break out of a blocking run."""
+
+
+def test_breaking_out_of_a_blocking_run_kills_the_tree(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    trees: list[Tree] = []
+
+    def on_event(event: StreamEvent) -> None:
+        assert event == READY
+        trees.append(watch_tree(pidfile))
+        raise _Stop
+
+    backend = tree_peer(pidfile, ignore_term=True).create_backend()
+    with pytest.raises(_Stop):
+        backend.run_blocking(RunRequest(prompt="", messages=[]), on_event)
+    [tree] = trees
+    try:
+        tree.assert_gone_blocking()
+        assert_escalated(tree, ignore_term=True)
+    finally:
+        tree.close()
