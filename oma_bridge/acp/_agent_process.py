@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 from collections import deque
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -72,9 +72,11 @@ def _select_values(options: JSONValue) -> list[str]:
     return values
 
 
-@final
 class AgentProcess:
-    """One spawned agent: its child, connection, session and client services."""
+    """One spawned agent: its child, connection, session and client services.
+
+    Not final: ``serve --acp`` reads its ``RealAgent`` in the background.
+    """
 
     def __init__(self, config: AcpBackendConfig) -> None:
         self.config = config
@@ -89,6 +91,7 @@ class AgentProcess:
         self.conn: Connection | None = None
         self.session_id = ""
         self.auth_methods: list[dict[str, JSONValue]] = []
+        self.init: dict[str, JSONValue] = {}  # the answer to initialize
         self.system_prompt_sent = False
         self.replaying = False
         self.last_used = 0  # cumulative usage_update.used at the end of the last turn
@@ -119,6 +122,17 @@ class AgentProcess:
 
     async def start(self) -> None:
         """Spawn, initialize and open the session.
+
+        Raises:
+            OmaBridgeError: any failure; the caller stops this process.
+        """
+        caps = await self.launch()
+        await self._open_session(caps)
+
+    async def launch(self) -> dict[str, JSONValue]:
+        """Spawn and initialize; the agent's ``agentCapabilities`` (``serve --acp``
+        opens its sessions itself, and shows the editor the whole answer, kept
+        in ``init``).
 
         Raises:
             OmaBridgeError: any failure; the caller stops this process.
@@ -159,8 +173,9 @@ class AgentProcess:
             if isinstance(methods, list)
             else []
         )
+        self.init = init
         caps = init.get("agentCapabilities")
-        await self._open_session(caps if isinstance(caps, dict) else {})
+        return caps if isinstance(caps, dict) else {}
 
     def _initialize_params(self) -> dict[str, JSONValue]:
         from .. import __version__
