@@ -359,7 +359,9 @@ class Proxy:
                 agent.silent = not replay
                 # The replay goes to the editor before the answer (ACP: loading).
                 agent.ready.set()
-                result = await self._session(agent, m.SESSION_LOAD, params)
+                result = await self._session(
+                    agent, m.SESSION_LOAD, {**params, "sessionId": load}
+                )
                 agent.silent = False
                 await agent.flushed()
         except BaseException:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .serve_support import (
     Editor,
@@ -22,6 +21,9 @@ from .serve_support import (
     prompt,
 )
 from .support import PEERS
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PEER = f"{sys.executable} {PEERS / 'acp_sdk_modes_agent.py'}"
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
@@ -151,9 +153,7 @@ async def test_authenticate_is_passed_on(tmp_path) -> None:
         new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         return refused, (await prompt(conn, new.session_id, "hi")).stop_reason
 
-    (refused, stop), sent = await drive(
-        scenario, *serve_args(tmp_path, PEER_AUTH="1")
-    )
+    (refused, stop), sent = await drive(scenario, *serve_args(tmp_path, PEER_AUTH="1"))
     assert refused.code == -32000
     assert "peer-login" in str(refused)
     assert stop == "end_turn"
@@ -211,6 +211,7 @@ async def test_a_session_loads_after_the_editor_reconnects(tmp_path) -> None:
     assert init.agent_capabilities.load_session is True
     assert loaded.modes.current_mode_id == "ask"
     assert replayed == ["user_message_chunk", "agent_message_chunk"]
+    assert stop == "end_turn"
     assert "remember me" in text and text.endswith(": again")
     assert ["session/load", sid] in [c[:2] for c in peer_log(tmp_path)]
     assert "reply:session/load" in check_frames(sent)

@@ -80,7 +80,9 @@ class ModesAgent(Agent):
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=True, audio=True),
                 mcp_capabilities=McpCapabilities(http=True),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities()
+                ),
             ),
             auth_methods=[
                 AuthMethodAgent(
