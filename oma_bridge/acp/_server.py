@@ -48,7 +48,7 @@ from ._mapping import (
 )
 from ._proxy import Proxy, editor_session_id
 from ._routing import Params, Router, invalid_params
-from ._sessions import Session, replay
+from ._sessions import Session, agent_config, replay, session_directory
 from .client import AcpBackendConfig
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class Server:
         self._sessions: dict[str, Session] = {}
         self.conn: Connection | None = None
         self.tasks: TaskGroup | None = None
-        self._config = _agent_config(target)
+        self._config = agent_config(target)
         backend = self._config.backend if self._config is not None else None
         self.proxy = (
             Proxy(
@@ -281,7 +281,7 @@ class Server:
         self._arm(session)
 
     def _session_cwd(self, params: Params) -> str:
-        cwd = _directory(params.get("cwd"))
+        cwd = session_directory(params.get("cwd"))
         if self._cwd is not None and cwd != self._cwd:
             logger.info("session cwd %s: the agents run in %s (--cwd)", cwd, self._cwd)
             return self._cwd
@@ -483,21 +483,3 @@ class Server:
                 tg.start_soon(session.close_agent)
             if self.proxy is not None:
                 tg.start_soon(self.proxy.aclose)
-
-
-def _agent_config(target: ServeTarget) -> AgentConfig | None:
-    """The agent every session runs (None: a factory makes each one)."""
-    if isinstance(target, AgentConfig):
-        return target
-    if isinstance(target, BackendConfig):
-        return AgentConfig(name=display_name(target) or "agent", backend=target)
-    return None
-
-
-def _directory(cwd: JSONValue) -> str:
-    """A session's ``cwd``: an absolute path to a directory (one local stat)."""
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise invalid_params("cwd must be an absolute path")
-    if not os.path.isdir(cwd):
-        raise invalid_params(f"cwd {cwd!r} is not a directory")
-    return cwd

@@ -11,17 +11,23 @@ reconnects starts a new ``serve``, which knows none of them.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Literal, final
 
 import anyio
+
+from ..bridge import AgentConfig, BackendConfig
+from ._mapping import display_name
+from ._routing import invalid_params
 
 if TYPE_CHECKING:
     from ..bridge import Agent, JSONValue
     from ._jsonrpc import RequestId
     from ._proxy import RealAgent
+    from ._server import ServeTarget
     from .connection import Connection
 
-__all__ = ("Session", "replay")
+__all__ = ("Session", "agent_config", "replay", "session_directory")
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +106,21 @@ def replay(history: list[tuple[Literal["user", "agent"], str]]) -> list[JSONValu
         for role, text in history
         if text
     ]
+
+
+def agent_config(target: ServeTarget) -> AgentConfig | None:
+    """The agent every session runs (None: a factory makes each one)."""
+    if isinstance(target, AgentConfig):
+        return target
+    if isinstance(target, BackendConfig):
+        return AgentConfig(name=display_name(target) or "agent", backend=target)
+    return None
+
+
+def session_directory(cwd: JSONValue) -> str:
+    """A session's ``cwd``: an absolute path to a directory (one local stat)."""
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise invalid_params("cwd must be an absolute path")
+    if not os.path.isdir(cwd):
+        raise invalid_params(f"cwd {cwd!r} is not a directory")
+    return cwd

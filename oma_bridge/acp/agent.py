@@ -147,13 +147,18 @@ async def _serve(
     cwd: str | os.PathLike[str] | None,
 ) -> None:
     log = Transcript.open(transcript) if transcript is not None else None
-    server = Server(
-        target,
-        permission=permission,
-        transcript=log,
-        idle_timeout=idle_timeout,
-        cwd=os.fspath(cwd) if cwd is not None else None,
-    )
+    try:
+        server = Server(
+            target,
+            permission=permission,
+            transcript=log,
+            idle_timeout=idle_timeout,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+        )
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise
     wire = Wire(frames, log, on_eof=server.cancel_all, bounded=bounded)
     conn = Connection(
         wire, handler=server.router, reply_to_bad_frames=True, debug=debug
