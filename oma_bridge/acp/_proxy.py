@@ -363,6 +363,8 @@ class Proxy:
                     agent, m.SESSION_LOAD, {**params, "sessionId": load}
                 )
                 agent.silent = False
+                # The loaded conversation already carries the system prompt.
+                agent.system_prompt_sent = True
                 await agent.flushed()
         except BaseException:
             with anyio.CancelScope(shield=True):
