@@ -282,7 +282,10 @@ class Proxy:
 
     def capabilities(self) -> dict[str, JSONValue]:
         """The real agent's ``agentCapabilities``, text-only, as far as routed."""
-        caps = dict(self.agent_capabilities)
+        theirs = self.agent_capabilities
+        # Only what passes through: MCP servers go to the agent as given; its
+        # other capabilities (logout, providers, ...) name methods not routed.
+        caps = {k: theirs[k] for k in ("mcpCapabilities", "_meta") if k in theirs}
         caps["loadSession"] = self.loads
         caps["promptCapabilities"] = {
             "image": "image" in PROMPT_BLOCKS,
@@ -380,8 +383,13 @@ class Proxy:
     async def _session(
         self, agent: RealAgent, method: str, params: dict[str, JSONValue]
     ) -> dict[str, JSONValue]:
+        assert agent.conn is not None
         try:
-            result = await agent._with_auth(method, {**params})
+            if self._auth_method is None:
+                # The agent's own -32000 reaches the editor, which logs in.
+                result = await agent.conn.request(method, params)
+            else:  # the editor logged in before: a new agent does too
+                result = await agent._with_auth(method, {**params})
         except OmaBridgeError as exc:
             raise await agent.editor_error(exc) from None
         return result if isinstance(result, dict) else {}

@@ -150,17 +150,23 @@ async def test_authenticate_is_passed_on(tmp_path) -> None:
         else:
             raise AssertionError("session/new succeeded without authenticate")
         await conn.authenticate(method_id="peer-login")
-        new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-        return refused, (await prompt(conn, new.session_id, "hi")).stop_reason
+        one = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        # A second session is a new agent process: logged in the same way.
+        two = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        stops = [
+            (await prompt(conn, sid, "hi")).stop_reason
+            for sid in (one.session_id, two.session_id)
+        ]
+        return refused, stops
 
-    (refused, stop), sent = await drive(scenario, *serve_args(tmp_path, PEER_AUTH="1"))
-    assert refused.code == -32000
-    assert "peer-login" in str(refused)
-    assert stop == "end_turn"
-    assert [c[:2] for c in peer_log(tmp_path) if c[0] == "authenticate"] == [
-        ["authenticate", "peer-login"]
-    ]
-    check_frames(sent)
+    (refused, stops), sent = await drive(scenario, *serve_args(tmp_path, PEER_AUTH="1"))
+    # The agent's own answer, so the editor offers its login methods.
+    assert (refused.code, str(refused)) == (-32000, "Authentication required")
+    assert stops == ["end_turn", "end_turn"]
+    logins = [c for c in peer_log(tmp_path) if c[0] == "authenticate"]
+    assert [c[1] for c in logins] == ["peer-login", "peer-login"]
+    assert len({c[2] for c in logins}) == 2  # one per agent process
+    assert "reply:authenticate" in check_frames(sent)
 
 
 async def test_an_error_from_the_agent_is_redacted(tmp_path) -> None:
