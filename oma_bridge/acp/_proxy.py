@@ -285,7 +285,9 @@ class Proxy:
         theirs = self.agent_capabilities
         # Only what passes through: MCP servers go to the agent as given; its
         # other capabilities (logout, providers, ...) name methods not routed.
-        caps = {k: theirs[k] for k in ("mcpCapabilities", "_meta") if k in theirs}
+        caps: dict[str, JSONValue] = {
+            k: theirs[k] for k in ("mcpCapabilities", "_meta") if k in theirs
+        }
         caps["loadSession"] = self.loads
         caps["promptCapabilities"] = {
             "image": "image" in PROMPT_BLOCKS,
