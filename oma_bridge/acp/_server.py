@@ -127,6 +127,12 @@ class Server:
             if isinstance(backend, AcpBackendConfig)
             else None
         )
+        if self.proxy is not None and self._config is not None:
+            if self._config.before_run or self._config.after_run:
+                # Turns go to the real agent as frames, not through an Agent.
+                logger.warning(
+                    "before_run/after_run hooks are not applied behind serve --acp"
+                )
         requests: dict[str, Callable[[Params], Awaitable[JSONValue]]] = {
             m.INITIALIZE: self._initialize,
             m.AUTHENTICATE: self._authenticate,
