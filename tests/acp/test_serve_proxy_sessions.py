@@ -290,3 +290,53 @@ async def test_cancel_through_the_proxy_ends_the_turn_cancelled(tmp_path) -> Non
     assert stop == "cancelled"
     assert "session/cancel" in [c[0] for c in peer_log(tmp_path)]
     check_frames(sent)
+
+
+async def test_an_agent_that_cannot_load_gets_a_new_session_after_idling(
+    tmp_path,
+) -> None:
+    async def scenario(conn, process, editor):
+        init = await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        await prompt(conn, sid, "one")
+        stopped = await gone(pids(tmp_path / "pids"))
+        reply = await prompt(conn, sid, "two")
+        return init, sid, stopped, reply.stop_reason, editor.text(sid)
+
+    (init, sid, stopped, stop, text), sent = await drive(
+        scenario,
+        *serve_args(
+            tmp_path,
+            "--idle-timeout",
+            "0.2",
+            "--system-prompt",
+            "Be brief.",
+            PEER_NO_LOAD="1",
+        ),
+    )
+    assert init.agent_capabilities.load_session is False
+    assert stopped and stop == "end_turn"
+    first, second = pids(tmp_path / "pids")
+    # The new agent's session is still the editor's one, and gets the system
+    # prompt again (it is a new conversation).
+    assert text.endswith(f"pid={second}: Be brief.\n\ntwo")
+    assert f"pid={first}: Be brief.\n\none" in text
+    news = [c for c in peer_log(tmp_path) if c[0] == "session/new"]
+    assert [c[2] for c in news] == [first, second]
+    assert "session/load" not in [c[0] for c in peer_log(tmp_path)]
+    check_frames(sent)
+
+
+async def test_an_agent_that_cannot_start_fails_initialize_saying_why(
+    tmp_path,
+) -> None:
+    async def scenario(conn, process, editor):
+        try:
+            await conn.initialize(protocol_version=1)
+        except acp.RequestError as exc:
+            return exc
+        raise AssertionError("initialize succeeded")
+
+    error, _ = await drive(scenario, "--acp", str(tmp_path / "no-such-agent"))
+    assert error.code == -32603
+    assert "no-such-agent" in str(error)

@@ -9,7 +9,8 @@ turns), ``fail`` (a JSON-RPC error whose message and data quote a secret),
 pid), ``PEER_STATE`` (a directory: each session's history is kept there, so
 ``session/load`` in another process replays it), ``PEER_AUTH=1``
 (``session/new`` answers auth required until ``authenticate``),
-``PEER_LOG`` (append each method called and its session id).
+``PEER_LOG`` (append each method called and its session id), ``PEER_NO_LOAD=1``
+(no ``loadSession``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class ModesAgent(Agent):
         return InitializeResponse(
             protocol_version=1,
             agent_capabilities=AgentCapabilities(
-                load_session=True,
+                load_session=os.environ.get("PEER_NO_LOAD") != "1",
                 prompt_capabilities=PromptCapabilities(image=True, audio=True),
                 mcp_capabilities=McpCapabilities(http=True),
                 session_capabilities=SessionCapabilities(
