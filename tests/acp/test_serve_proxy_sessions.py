@@ -323,6 +323,7 @@ async def test_an_agent_that_cannot_load_gets_a_new_session_after_idling(
     assert f"pid={first}: Be brief.\n\none" in text
     news = [c for c in peer_log(tmp_path) if c[0] == "session/new"]
     assert [c[2] for c in news] == [first, second]
+    assert news[0][1] == sid != news[1][1]  # the editor's id maps to the new one
     assert "session/load" not in [c[0] for c in peer_log(tmp_path)]
     check_frames(sent)
 
