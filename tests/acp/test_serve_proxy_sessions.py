@@ -11,8 +11,11 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from .serve_support import (
     Editor,
+    _alive,
     acp,
     check_frames,
     drive,
@@ -20,7 +23,7 @@ from .serve_support import (
     pids,
     prompt,
 )
-from .support import PEERS
+from .support import PEERS, WAIT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -341,3 +344,59 @@ async def test_an_agent_that_cannot_start_fails_initialize_saying_why(
     error, _ = await drive(scenario, "--acp", str(tmp_path / "no-such-agent"))
     assert error.code == -32603
     assert "no-such-agent" in str(error)
+
+
+# -- in this process (so on asyncio and on trio): serve_streams over the peer --------
+
+
+async def test_in_process_the_proxy_shows_modes_and_passes_a_mode_switch(
+    tmp_path,
+) -> None:
+    from oma_bridge.acp import AcpBackendConfig
+
+    from .serve_memory import serving
+
+    backend = AcpBackendConfig(
+        command=sys.executable,
+        args=(str(PEERS / "acp_sdk_modes_agent.py"),),
+        env={
+            "PEER_LOG": str(tmp_path / "log"),
+            "PEER_STATE": str(tmp_path),
+            "PEER_PIDS": str(tmp_path / "pids"),
+        },
+        kill_grace=1.0,
+    )
+    async with serving(backend, idle_timeout=0.2) as editor:
+        init = await editor.call(0, "initialize", {"protocolVersion": 1})
+        where = {"cwd": str(tmp_path), "mcpServers": []}
+        new = await editor.call(1, "session/new", where)
+        sid = new["result"]["sessionId"]
+        mode = {"sessionId": sid, "modeId": "code"}
+        switched = await editor.call(2, "session/set_mode", mode)
+        text = {"type": "text", "text": "hi"}
+        params = {"sessionId": sid, "prompt": [text]}
+        await editor.send(
+            {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": params}
+        )
+        updates = []
+        while True:
+            frame = await editor.receive()
+            if frame.get("id") == 3:
+                break
+            updates.append(frame["params"]["update"])
+        # Idle: the agent stops; the next prompt loads the session again.
+        [pid] = pids(tmp_path / "pids")
+        with anyio.fail_after(WAIT):
+            # Another process's end: nothing to wait on but /proc.
+            while _alive(pid):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        again = await editor.call(4, "session/prompt", params)
+    assert [m["id"] for m in init["result"]["authMethods"]] == ["peer-login"]
+    assert new["result"]["modes"]["currentModeId"] == "ask"
+    assert switched["result"] == {}
+    assert frame["result"]["stopReason"] == "end_turn"
+    said = [u["content"]["text"] for u in updates if "content" in u]
+    assert said[-1].startswith("mode=code model=m1 pid=") and said[-1].endswith(": hi")
+    assert again["result"]["stopReason"] == "end_turn"
+    assert ["session/load", sid] in [c[:2] for c in peer_log(tmp_path)]
+    assert len(pids(tmp_path / "pids")) == 2
