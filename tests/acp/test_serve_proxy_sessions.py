@@ -373,7 +373,7 @@ async def test_in_process_the_proxy_shows_modes_and_passes_a_mode_switch(
         sid = new["result"]["sessionId"]
         mode = {"sessionId": sid, "modeId": "code"}
         switched = await editor.call(2, "session/set_mode", mode)
-        text = {"type": "text", "text": "hi"}
+        text = {"type": "text", "text": "between"}
         params = {"sessionId": sid, "prompt": [text]}
         await editor.send(
             {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": params}
@@ -384,6 +384,7 @@ async def test_in_process_the_proxy_shows_modes_and_passes_a_mode_switch(
             if frame.get("id") == 3:
                 break
             updates.append(frame["params"]["update"])
+        later = await editor.receive()  # sent between turns: forwarded as it came
         # Idle: the agent stops; the next prompt loads the session again.
         [pid] = pids(tmp_path / "pids")
         with anyio.fail_after(WAIT):
@@ -396,7 +397,15 @@ async def test_in_process_the_proxy_shows_modes_and_passes_a_mode_switch(
     assert switched["result"] == {}
     assert frame["result"]["stopReason"] == "end_turn"
     said = [u["content"]["text"] for u in updates if "content" in u]
-    assert said[-1].startswith("mode=code model=m1 pid=") and said[-1].endswith(": hi")
+    assert said[-1].startswith("mode=code model=m1 pid=")
+    assert said[-1].endswith(": between")
+    assert later["params"] == {
+        "sessionId": sid,
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "between turns"},
+        },
+    }
     assert again["result"]["stopReason"] == "end_turn"
     assert ["session/load", sid] in [c[:2] for c in peer_log(tmp_path)]
     assert len(pids(tmp_path / "pids")) == 2
