@@ -5,8 +5,10 @@ and ``serve`` started on a terminal says what it is for on stderr."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +18,7 @@ from oma_bridge.cli._serve import TERMINAL_HINT, terminal_hint
 
 from .serve_memory import Echo, EditorPeer, _EchoBackend, serving
 from .serve_support import SCRIPTED, SERVE, drive, new_session, prompt
-from .support import WAIT
+from .support import PEERS, WAIT
 
 
 @dataclass
@@ -137,6 +139,26 @@ async def test_serve_cwd_runs_every_sessions_agent_there(tmp_path) -> None:
 
     text, _ = await drive(scenario, "--process", SCRIPTED, "--cwd", str(pinned))
     assert text == str(pinned)
+
+
+async def test_serve_cwd_places_the_real_agent_and_its_sessions_there(
+    tmp_path,
+) -> None:
+    pinned, elsewhere = tmp_path / "pinned", tmp_path / "elsewhere"
+    log = tmp_path / "log"
+    pinned.mkdir()
+    elsewhere.mkdir()
+
+    async def scenario(conn, process, editor):
+        await new_session(conn, elsewhere)
+
+    peer = f"{sys.executable} {PEERS / 'acp_sdk_modes_agent.py'}"
+    await drive(
+        scenario, "--acp", peer, "--env", f"PEER_LOG={log}", "--cwd", str(pinned)
+    )
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    [new] = [c for c in calls if c[0] == "session/new"]
+    assert new[3:] == [str(pinned), str(pinned)]  # its session's cwd and its own
 
 
 def test_serve_cwd_that_is_no_directory_is_refused(tmp_path) -> None:

@@ -56,11 +56,11 @@ MODES = [
 ]
 
 
-def log(method: str, session_id: str = "") -> None:
+def log(method: str, session_id: str = "", *extra: str) -> None:
     path = os.environ.get("PEER_LOG")
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps([method, session_id, os.getpid()]) + "\n")
+            f.write(json.dumps([method, session_id, os.getpid(), *extra]) + "\n")
 
 
 class ModesAgent(Agent):
@@ -123,7 +123,7 @@ class ModesAgent(Agent):
             raise RequestError.auth_required()
         self._count += 1
         session_id = f"peer-{os.getpid()}-{self._count}"
-        log("session/new", session_id)
+        log("session/new", session_id, cwd, os.getcwd())
         asyncio.get_running_loop().create_task(self._commands(session_id))
         return NewSessionResponse(
             session_id=session_id,
