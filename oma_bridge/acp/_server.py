@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from ..bridge import AgentRunResult, JSONValue
-    from ._proxy import RealAgent
+    from ._real_agent import RealAgent
     from ._transcript import Transcript
     from .client import PermissionPolicy
     from .connection import Connection

@@ -23,7 +23,7 @@ from ._routing import invalid_params
 if TYPE_CHECKING:
     from ..bridge import Agent, JSONValue
     from ._jsonrpc import RequestId
-    from ._proxy import RealAgent
+    from ._real_agent import RealAgent
     from ._server import ServeTarget
     from .connection import Connection
 

@@ -7,8 +7,9 @@ transport); stdout carries nothing but frames and logs go to stderr. The rooms:
   routing table from which the advertised capabilities are derived;
 - ``_sessions``: a session (its agent while open, its history for
   ``session/load``), stopped when idle or closed;
-- ``_proxy``: ``serve --acp``, the real ACP agent behind each session, started
-  at ``initialize`` and read in the background, so nothing it has is hidden;
+- ``_proxy`` and ``_real_agent``: ``serve --acp``, the real ACP agent behind
+  each session, started at ``initialize`` and read in the background, so
+  nothing it has is hidden;
 - ``_mapping``: prompt blocks to text, events to ``session/update``, a run's
   result to the reply (text-only: image, audio and embedded resource blocks
   are refused with ``-32602`` and nothing runs);
