@@ -142,10 +142,14 @@ class Server:
             m.SESSION_PROMPT: self._prompt,
         }
         if self.proxy is not None:
-            requests[m.SESSION_SET_MODE] = self._pass_on(m.SESSION_SET_MODE)
-            requests[m.SESSION_SET_CONFIG_OPTION] = self._pass_on(
-                m.SESSION_SET_CONFIG_OPTION
-            )
+            # Passed on as they are; set_model is unstable in ACP, but agents
+            # that list models (claude-agent-acp) take it and editors send it.
+            for method in (
+                m.SESSION_SET_MODE,
+                m.SESSION_SET_CONFIG_OPTION,
+                m.SESSION_SET_MODEL,
+            ):
+                requests[method] = self._pass_on(method)
         # Extension methods ("_"-prefixed) are not routed: -32601, as ACP's
         # extensibility section says for methods an agent does not know.
         self.router = Router(requests, {m.SESSION_CANCEL: self._cancel})
