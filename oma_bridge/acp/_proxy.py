@@ -325,6 +325,7 @@ class Proxy:
         return observe
 
     async def aclose(self) -> None:
+        """Stop the agent started for a session not opened yet (if any)."""
         spare, self._spare = self._spare, None
         if spare is not None:
             await spare.stop()

@@ -173,6 +173,8 @@ class Server:
         client_caps = params.mapping("clientCapabilities")
         if self.proxy is not None:
             await self.proxy.initialize(client_caps)
+            if self._idle_timeout is not None and self.tasks is not None:
+                self.tasks.start_soon(self._stop_spare_when_idle)
         info: dict[str, JSONValue] = {"name": "oma-bridge", "version": __version__}
         name = display_name(self._target)
         if name is not None:
@@ -336,6 +338,13 @@ class Server:
                     if session.agent is not None or session.real is not None:
                         logger.info("session %s idle: its agent stops", session.id)
                     await session.close_agent()
+
+    async def _stop_spare_when_idle(self) -> None:
+        """The agent started at initialize idles too, until a session takes it."""
+        assert self._idle_timeout is not None and self.proxy is not None
+        await anyio.sleep(self._idle_timeout)
+        with anyio.CancelScope(shield=True):
+            await self.proxy.aclose()  # a session/new meanwhile took it already
 
     # -- prompt turns and cancel ------------------------------------------------------
 

@@ -259,6 +259,20 @@ async def test_an_idle_session_stops_its_agent_and_reopens_on_the_next_prompt(
     check_frames(sent)
 
 
+async def test_the_agent_started_at_initialize_idles_out_too(tmp_path) -> None:
+    async def scenario(conn, process, editor):
+        await conn.initialize(protocol_version=1)
+        stopped = await gone(pids(tmp_path / "pids"))
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        return stopped, (await prompt(conn, sid, "hi")).stop_reason
+
+    (stopped, stop), _ = await drive(
+        scenario, *serve_args(tmp_path, "--idle-timeout", "0.2")
+    )
+    assert stopped and stop == "end_turn"
+    assert len(pids(tmp_path / "pids")) == 2  # session/new started another
+
+
 async def test_session_close_stops_its_agent(tmp_path) -> None:
     async def scenario(conn, process, editor):
         await conn.initialize(protocol_version=1)
