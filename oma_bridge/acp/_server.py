@@ -315,29 +315,8 @@ class Server:
     # -- idle agents ------------------------------------------------------------------
 
     def _arm(self, session: Session) -> None:
-        """(Re)start the session's idle timer."""
-        if session.timer is not None:
-            session.timer.cancel()
-            session.timer = None
-        if self._idle_timeout is None or self.tasks is None:
-            return
-        scope = session.timer = anyio.CancelScope()
-        self.tasks.start_soon(self._close_when_idle, session, scope)
-
-    async def _close_when_idle(
-        self, session: Session, scope: anyio.CancelScope
-    ) -> None:
-        assert self._idle_timeout is not None
-        with scope:
-            await anyio.sleep(self._idle_timeout)
-            async with session.lock:
-                if session.timer is not scope:
-                    return  # a turn ran meanwhile, and re-armed the timer
-                session.timer = None
-                with anyio.CancelScope(shield=True):
-                    if session.agent is not None or session.real is not None:
-                        logger.info("session %s idle: its agent stops", session.id)
-                    await session.close_agent()
+        if self.tasks is not None:
+            session.arm(self.tasks, self._idle_timeout)
 
     async def _stop_spare_when_idle(self) -> None:
         """The agent started at initialize idles too, until a session takes it."""

@@ -21,6 +21,8 @@ from ._mapping import display_name
 from ._routing import invalid_params
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from ..bridge import Agent, JSONValue
     from ._jsonrpc import RequestId
     from ._real_agent import RealAgent
@@ -84,6 +86,27 @@ class Session:
         # answered, as ACP's cancellation section asks.
         conn, request_id = self.running
         conn.cancel_incoming(request_id, {"stopReason": "cancelled"})
+
+    def arm(self, tasks: TaskGroup, timeout: float | None) -> None:
+        """(Re)start the idle timer: after ``timeout`` s, the agent stops."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if timeout is not None:
+            scope = self.timer = anyio.CancelScope()
+            tasks.start_soon(self._close_when_idle, scope, timeout)
+
+    async def _close_when_idle(self, scope: anyio.CancelScope, idle: float) -> None:
+        with scope:
+            await anyio.sleep(idle)
+            async with self.lock:
+                if self.timer is not scope:
+                    return  # a turn ran meanwhile, and re-armed the timer
+                self.timer = None
+                with anyio.CancelScope(shield=True):
+                    if self.agent is not None or self.real is not None:
+                        logger.info("session %s idle: its agent stops", self.id)
+                    await self.close_agent()
 
     async def close_agent(self) -> None:
         """Stop the session's agent, if open (bounded; the caller shields it)."""
