@@ -379,7 +379,7 @@ class Server:
         assert self.conn is not None
         result: AgentRunResult | None = None
         replies: list[str] = []
-        session.history.append(("user", text))
+        session.remember("user", text)
         async with stream as events:
             async for event in events:
                 if isinstance(event, (DoneEvent, ErrorEvent)):
@@ -392,7 +392,7 @@ class Server:
                     await self._notify_update(
                         {"sessionId": session.id, "update": update}
                     )
-        session.history.append(("agent", "".join(replies)))
+        session.remember("agent", "".join(replies))
         assert result is not None
         return prompt_reply(result)
 

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from ._server import ServeTarget
     from .connection import Connection
 
+#: The characters of history a session keeps for ``session/load``; the oldest
+#: entries go first (a long session must not hold every reply forever).
+HISTORY_CHARS = 4 * 1024 * 1024
+
 __all__ = ("Session", "agent_config", "replay", "session_directory")
 
 logger = logging.getLogger(__name__)
@@ -65,6 +69,7 @@ class Session:
         self.real: RealAgent | None = None
         #: Prompts and replies of a wrapped agent, for session/load.
         self.history: list[tuple[Literal["user", "agent"], str]] = []
+        self._history_chars = 0
         self.lock = anyio.Lock(fast_acquire=True)
         #: Frames up to this one were read before the last session/cancel:
         #: prompts among them are cancelled, even those not started yet.
@@ -86,6 +91,13 @@ class Session:
         # answered, as ACP's cancellation section asks.
         conn, request_id = self.running
         conn.cancel_incoming(request_id, {"stopReason": "cancelled"})
+
+    def remember(self, role: Literal["user", "agent"], text: str) -> None:
+        """Add to the history, dropping the oldest past ``HISTORY_CHARS``."""
+        self.history.append((role, text))
+        self._history_chars += len(text)
+        while self._history_chars > HISTORY_CHARS and len(self.history) > 1:
+            self._history_chars -= len(self.history.pop(0)[1])
 
     def arm(self, tasks: TaskGroup, timeout: float | None) -> None:
         """(Re)start the idle timer: after ``timeout`` s, the agent stops."""

@@ -88,6 +88,18 @@ async def test_load_replays_the_sessions_prompts_and_replies(tmp_path) -> None:
     assert echo.prompts == ["hello", "again", "more"]
 
 
+def test_a_sessions_history_keeps_the_newest_within_its_bound(monkeypatch) -> None:
+    from oma_bridge.acp import _sessions
+
+    monkeypatch.setattr(_sessions, "HISTORY_CHARS", 10)
+    session = _sessions.Session("s", "/", [], proxied=False)
+    for role, text in [("user", "abcd"), ("agent", "efgh"), ("user", "ijkl")]:
+        session.remember(role, text)
+    assert session.history == [("agent", "efgh"), ("user", "ijkl")]
+    session.remember("agent", "x" * 50)  # alone over the bound: still kept
+    assert session.history == [("agent", "x" * 50)]
+
+
 async def test_load_of_an_unknown_session_says_so(tmp_path) -> None:
     async with serving(Echo()) as editor:
         await editor.call(0, "initialize", {"protocolVersion": 1})
