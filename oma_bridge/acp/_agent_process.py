@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
@@ -70,9 +70,11 @@ def _select_values(options: JSONValue) -> list[str]:
     return values
 
 
-@final
 class AgentProcess:
-    """One spawned agent: its child, connection, session and client services."""
+    """One spawned agent: its child, connection, session and client services.
+
+    Not final: ``serve --acp`` reads its ``RealAgent`` in the background.
+    """
 
     def __init__(self, config: AcpBackendConfig) -> None:
         self.config = config
@@ -87,6 +89,7 @@ class AgentProcess:
         self.conn: Connection | None = None
         self.session_id = ""
         self.auth_methods: list[dict[str, JSONValue]] = []
+        self.init: dict[str, JSONValue] = {}  # the answer to initialize
         self.system_prompt_sent = False
         self.caps: dict[str, JSONValue] = {}  # agentCapabilities from initialize
         self.initialized = False  # initialize was answered (caps are known)
@@ -176,6 +179,7 @@ class AgentProcess:
             if isinstance(methods, list)
             else []
         )
+        self.init = init
         caps = init.get("agentCapabilities")
         self.caps = caps if isinstance(caps, dict) else {}
         self.initialized = True
@@ -185,6 +189,17 @@ class AgentProcess:
             await self._open_session()
         else:
             self.loaded = await self.load(config.session_id)
+
+    async def launch(self) -> dict[str, JSONValue]:
+        """Spawn and initialize; the agent's ``agentCapabilities`` (``serve --acp``
+        opens its sessions itself, and shows the editor the whole answer, kept
+        in ``init``).
+
+        Raises:
+            OmaBridgeError: any failure; the caller stops this process.
+        """
+        await self.start(open_session=False)
+        return self.caps
 
     def _initialize_params(self) -> dict[str, JSONValue]:
         from .. import __version__

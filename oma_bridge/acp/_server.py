@@ -1,18 +1,20 @@
 """The agent role's server: sessions, ``initialize``, prompt turns, cancel.
 
 Its routing table (``Server.router``) is the connection's handler, and what
-``initialize`` advertises is derived from it. Each ``session/new`` builds its
-own ``Agent``, whose backend runs in the session's ``cwd``. Behind an ACP
-backend (``serve --acp``) the session is a proxy: the real agent's updates
-pass through as it sent them (only ``sessionId`` becomes the editor's), not
-rebuilt from events, so every kind and field passes; updates it sends between
-turns reach the editor when the next turn starts reading it. Its permission,
-file and terminal requests go to the editor when the editor supports them.
+``initialize`` advertises is derived from it. Each session runs its own agent
+in the session's ``cwd`` (or ``serve``'s ``cwd``, when one is given: it wins).
+Behind an ACP backend (``serve --acp``) each session is a proxy to a real ACP
+agent (``_proxy``); otherwise a wrapped agent's events become
+``session/update`` notifications and its prompts and replies are the session's
+history, which ``session/load`` replays.
 
 A second prompt on a busy session waits for the running one (first come,
 first served): editors send ``session/cancel`` and the next prompt at once,
 and refusing would fail that prompt while the cancelled turn is still ending.
 ``session/cancel`` also ends the prompts queued before it, as ``cancelled``.
+A session idle for ``idle_timeout`` seconds has its agent stopped; its next
+prompt opens a new one (behind ``--acp``, loading the session when the agent
+can). ``session/close`` stops it and forgets the session.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from ..bridge import (
     ErrorEvent,
     OmaBridgeError,
     RebasableConfig,
-    RemoteError,
+    TextEvent,
 )
 from . import methods as m
 from ._jsonrpc import RequestError, arrival
@@ -44,16 +46,20 @@ from ._mapping import (
     prompt_text,
     session_update,
 )
+from ._proxy import Proxy, editor_session_id
 from ._routing import Params, Router, invalid_params
+from ._sessions import Session, agent_config, replay, session_directory
 from .client import AcpBackendConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
+
+    from anyio.abc import TaskGroup
 
     from ..bridge import AgentRunResult, JSONValue
-    from ._jsonrpc import RequestId
+    from ._real_agent import RealAgent
     from ._transcript import Transcript
-    from .client import FrameObserver, PermissionPolicy, PermissionRequest
+    from .client import PermissionPolicy
     from .connection import Connection
 
 __all__ = ("AUTH_METHODS", "ServePermission", "ServeTarget", "Server")
@@ -68,40 +74,25 @@ ServeTarget: TypeAlias = "AgentConfig | BackendConfig | Callable[[str], AgentCon
 #: where a callable may return None to ask the editor.
 ServePermission: TypeAlias = "Literal['ask'] | PermissionPolicy"
 
-#: The ``authMethods`` advertised, and the ids ``authenticate`` takes: none.
+#: The ``authMethods`` advertised for a wrapped agent: none (behind ``--acp``,
+#: the real agent's).
 AUTH_METHODS: tuple[dict[str, JSONValue], ...] = ()
-
-
-@final
-class Session:
-    """One editor session: its own agent, one turn at a time."""
-
-    def __init__(self, session_id: str, agent: Agent, *, proxied: bool) -> None:
-        self.id = session_id
-        self.agent = agent
-        #: Behind serve --acp: the agent's updates pass through as it sent them.
-        self.proxied = proxied
-        self.lock = anyio.Lock(fast_acquire=True)
-        #: Frames up to this one were read before the last session/cancel:
-        #: prompts among them are cancelled, even those not started yet.
-        self.cancelled_upto = 0
-        #: The prompt request whose turn is running, and its connection.
-        self.running: tuple[Connection, RequestId] | None = None
-
-    def cancel(self, upto: int) -> None:
-        self.cancelled_upto = upto
-        if self.running is not None:
-            # The turn stops (its processes are gone) before the prompt is
-            # answered, as ACP's cancellation section asks.
-            conn, request_id = self.running
-            conn.cancel_incoming(request_id, {"stopReason": "cancelled"})
 
 
 @final
 class Server:
     """Answers the editor: ``router`` is the connection's handler.
 
-    ``conn`` is set once the connection exists (the two refer to each other).
+    ``conn`` and ``tasks`` (where background work runs: the real agents'
+    readers, idle timers) are set once they exist.
+
+    Args:
+        target: What each session runs.
+        permission: How a real ACP agent's permission requests are answered.
+        transcript: Where every frame is recorded.
+        idle_timeout: Seconds a session may be idle before its agent is
+            stopped (None: kept until the session or connection ends).
+        cwd: Where every session's agent runs, whatever the editor's ``cwd``.
     """
 
     def __init__(
@@ -110,26 +101,68 @@ class Server:
         *,
         permission: ServePermission,
         transcript: Transcript | None = None,
+        idle_timeout: float | None = None,
+        cwd: str | None = None,
     ) -> None:
         self._target = target
-        self._permission = permission
         self._transcript = transcript
+        if idle_timeout is not None and idle_timeout <= 0:
+            raise ValueError("idle_timeout must be a positive number of seconds")
+        if cwd is not None and not os.path.isdir(cwd):
+            raise ValueError(f"cwd {cwd!r} is not a directory")
+        self._idle_timeout = idle_timeout
+        self._cwd = os.path.abspath(cwd) if cwd is not None else None
         self._sessions: dict[str, Session] = {}
-        self._client_caps: dict[str, JSONValue] = {}
         self.conn: Connection | None = None
+        self.tasks: TaskGroup | None = None
+        self._config = agent_config(target)
+        backend = self._config.backend if self._config is not None else None
+        self.proxy = (
+            Proxy(
+                backend,
+                permission=permission,
+                transcript=transcript,
+                cwd=self._cwd or os.getcwd(),
+            )
+            if isinstance(backend, AcpBackendConfig)
+            else None
+        )
+        if self.proxy is not None and self._config is not None:
+            if self._config.before_run or self._config.after_run:
+                # Turns go to the real agent as frames, not through an Agent.
+                logger.warning(
+                    "before_run/after_run hooks are not applied behind serve --acp"
+                )
+        requests: dict[str, Callable[[Params], Awaitable[JSONValue]]] = {
+            m.INITIALIZE: self._initialize,
+            m.AUTHENTICATE: self._authenticate,
+            m.SESSION_NEW: self._new_session,
+            m.SESSION_LOAD: self._load_session,
+            m.SESSION_CLOSE: self._close_session,
+            m.SESSION_PROMPT: self._prompt,
+        }
+        if self.proxy is not None:
+            # Passed on as they are; set_model is unstable in ACP, but agents
+            # that list models (claude-agent-acp) take it and editors send it.
+            for method in (
+                m.SESSION_SET_MODE,
+                m.SESSION_SET_CONFIG_OPTION,
+                m.SESSION_SET_MODEL,
+            ):
+                requests[method] = self._pass_on(method)
         # Extension methods ("_"-prefixed) are not routed: -32601, as ACP's
         # extensibility section says for methods an agent does not know.
-        self.router = Router(
-            {
-                m.INITIALIZE: self._initialize,
-                m.AUTHENTICATE: self._authenticate,
-                m.SESSION_NEW: self._new_session,
-                m.SESSION_PROMPT: self._prompt,
-            },
-            {m.SESSION_CANCEL: self._cancel},
-        )
+        self.router = Router(requests, {m.SESSION_CANCEL: self._cancel})
 
-    # -- initialize and sessions -----------------------------------------------------
+    def attach(self, conn: Connection, tasks: TaskGroup) -> None:
+        """Use ``conn`` to reach the editor, and ``tasks`` for background work."""
+        self.conn, self.tasks = conn, tasks
+        if self.proxy is not None:
+            self.proxy.tasks = tasks
+            self.proxy.notify = self._notify_update
+            self.proxy.ask_editor = self._ask_editor
+
+    # -- initialize -------------------------------------------------------------------
 
     async def _initialize(self, params: Params) -> JSONValue:
         from .. import __version__
@@ -137,7 +170,11 @@ class Server:
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool):
             raise invalid_params("protocolVersion must be an integer")
-        self._client_caps = params.mapping("clientCapabilities")
+        client_caps = params.mapping("clientCapabilities")
+        if self.proxy is not None:
+            await self.proxy.initialize(client_caps)
+            if self._idle_timeout is not None and self.tasks is not None:
+                self.tasks.start_soon(self._stop_spare_when_idle)
         info: dict[str, JSONValue] = {"name": "oma-bridge", "version": __version__}
         name = display_name(self._target)
         if name is not None:
@@ -147,12 +184,17 @@ class Server:
         return {
             "protocolVersion": m.PROTOCOL_VERSION,
             "agentCapabilities": self.capabilities(),
-            "authMethods": list(AUTH_METHODS),
+            "authMethods": (
+                self.proxy.auth_methods if self.proxy is not None else [*AUTH_METHODS]
+            ),
             "agentInfo": info,
         }
 
     def capabilities(self) -> dict[str, JSONValue]:
-        """The ``agentCapabilities``: derived from what is routed and accepted."""
+        """The ``agentCapabilities``: derived from what is routed and accepted
+        (behind ``--acp``: what the real agent has, as far as that goes)."""
+        if self.proxy is not None:
+            return self.proxy.capabilities()
         return {
             "loadSession": self.router.serves(m.SESSION_LOAD),
             "promptCapabilities": {
@@ -161,122 +203,127 @@ class Server:
                 "embeddedContext": "resource" in PROMPT_BLOCKS,
             },
             "mcpCapabilities": {"http": False, "sse": False},
+            "sessionCapabilities": {"close": {}},
         }
 
     async def _authenticate(self, params: Params) -> JSONValue:
-        # AUTH_METHODS is empty: there is no method the editor may pick.
-        raise invalid_params("oma-bridge advertises no authentication methods")
+        if self.proxy is None:
+            # AUTH_METHODS is empty: there is no method the editor may pick.
+            raise invalid_params("oma-bridge advertises no authentication methods")
+        params.text("methodId")
+        return await self.proxy.authenticate(params.raw)
+
+    # -- sessions ---------------------------------------------------------------------
 
     async def _new_session(self, params: Params) -> JSONValue:
-        cwd = _directory(params.get("cwd"))
+        cwd = self._session_cwd(params)
         servers = params.items("mcpServers")
-        session_id = f"sess_{uuid.uuid4().hex}"
-        config, proxied = self._session_config(session_id, cwd, servers)
-        self._sessions[session_id] = Session(session_id, Agent(config), proxied=proxied)
-        logger.info("session %s in %s runs %s", session_id, cwd, config.name)
-        return {"sessionId": session_id}
-
-    def _session_config(
-        self, session_id: str, cwd: str, servers: list[JSONValue]
-    ) -> tuple[AgentConfig, bool]:
-        """The session's own agent, working in ``cwd``; whether it is a proxy."""
-        target = self._target
-        if isinstance(target, AgentConfig):
-            config = target
-        elif isinstance(target, BackendConfig):
-            config = AgentConfig(name=display_name(target) or "agent", backend=target)
-        else:
-            return target(cwd), False  # a factory places its agent itself
-        backend = config.backend
-        proxied = isinstance(backend, AcpBackendConfig)
-        if isinstance(backend, AcpBackendConfig):
-            backend = self._proxy_config(backend, session_id, servers)
-        if isinstance(backend, RebasableConfig):
-            backend = backend.with_cwd(cwd)
-        elif not isinstance(backend, BackendConfig):
-            logger.warning(
-                "the agent's backend is a shared instance: session cwd %s ignored", cwd
-            )
-        return dataclasses.replace(config, backend=backend), proxied
-
-    # -- serve --acp: the real agent behind us ----------------------------------------
-
-    def _proxy_config(
-        self, backend: AcpBackendConfig, session_id: str, servers: list[JSONValue]
-    ) -> AcpBackendConfig:
-        """The real agent's config: the editor's capabilities, our policy first."""
-        caps = self._client_caps
-        fs = caps.get("fs")
-        fs = fs if isinstance(fs, dict) else {}
-        forwarded = {
-            m.FS_READ_TEXT_FILE: fs.get("readTextFile") is True,
-            m.FS_WRITE_TEXT_FILE: fs.get("writeTextFile") is True,
-        }
-        terminal = caps.get("terminal") is True
-
-        async def delegate(method: str, params: JSONValue) -> JSONValue:
-            if method.startswith("terminal/"):
-                ask = terminal
-            else:
-                ask = forwarded.get(method, method == m.SESSION_REQUEST_PERMISSION)
-            if ask:
-                return await self._ask_editor(session_id, method, params)
-            if method.startswith("fs/") and not backend.fs:
-                # fs is advertised for the editor's sake: serve no other file op.
-                raise RemoteError(
-                    method, rpc_code=m.METHOD_NOT_FOUND, message="Method not found"
-                )
-            return None  # our own sandbox and terminals, when enabled
-
-        theirs = backend.on_update
-
-        async def pass_through(params: dict[str, JSONValue]) -> None:
-            if theirs is not None:
-                await theirs(params)
-            assert self.conn is not None
-            # As the agent sent it; only the session id becomes the editor's.
-            await self.conn.notify(
-                m.SESSION_UPDATE, {**params, "sessionId": session_id}
-            )
-
-        permission = self._permission
-        return dataclasses.replace(
-            backend,
-            delegate=delegate,
-            on_update=pass_through,
-            on_frame=self._agent_frames(backend),
-            permission=_defer if permission == "ask" else permission,
-            # The editor decides at its own pace: a person may be answering.
-            permission_timeout=max(backend.permission_timeout, 24 * 3600.0),
-            fs=backend.fs or any(forwarded.values()),
-            terminal=backend.terminal or terminal,
-            mcp_servers=(
-                *backend.mcp_servers,
-                *(s for s in servers if isinstance(s, dict)),
-            ),
+        if self.proxy is None:
+            session_id = f"sess_{uuid.uuid4().hex}"
+            self._add(Session(session_id, cwd, servers, proxied=False))
+            logger.info("session %s in %s", session_id, cwd)
+            return {"sessionId": session_id}
+        real, result = await self.proxy.open(cwd, servers)
+        session_id = editor_session_id(real.session_id, self._sessions)
+        session = Session(session_id, cwd, servers, proxied=True)
+        session.real, real.editor_session = real, session_id
+        session.agent_session = real.session_id
+        self._add(session)
+        answer = {**result, "sessionId": session_id}
+        # The answer first: the updates the agent sent after it (its commands)
+        # are for a session the editor must already know.
+        conn = self.conn
+        assert conn is not None
+        request_id = conn.current_request()
+        if request_id is not None:
+            await conn.respond(request_id, answer)
+        real.ready.set()
+        logger.info(
+            "session %s in %s: agent session %s", session_id, cwd, real.session_id
         )
+        return answer
 
-    def _agent_frames(self, backend: AcpBackendConfig) -> FrameObserver | None:
-        """The real agent's frames go in the transcript too (``peer: agent``)."""
-        log, theirs = self._transcript, backend.on_frame
-        if log is None:
-            return theirs
-        log.add_secrets(backend.env or {})
+    async def _load_session(self, params: Params) -> JSONValue:
+        session_id = params.text("sessionId")
+        cwd = self._session_cwd(params)
+        servers = params.items("mcpServers")
+        session = self._sessions.get(session_id)
+        if self.proxy is not None and self.proxy.loads:
+            agent_session = session_id
+            if session is not None:
+                agent_session = session.agent_session
+                async with session.lock:
+                    with anyio.CancelScope(shield=True):
+                        await session.close_agent()
+            real, result = await self.proxy.open(cwd, servers, load=agent_session)
+            real.editor_session = session_id
+            session = Session(session_id, cwd, servers, proxied=True)
+            session.real, session.agent_session = real, agent_session
+            self._add(session)
+            return {k: v for k, v in result.items() if k != "sessionId"}
+        if session is None or session.proxied:
+            raise RequestError(
+                m.RESOURCE_NOT_FOUND,
+                f"Unknown session {session_id!r}: sessions are kept by the serve "
+                "process that opened them, until it exits.",
+            )
+        async with session.lock:
+            with anyio.CancelScope(shield=True):
+                await session.close_agent()  # the next prompt opens it in cwd
+            session.cwd, session.servers = cwd, servers
+            for update in replay(session.history):
+                await self._notify_update({"sessionId": session_id, "update": update})
+        self._arm(session)
+        return {}
 
-        def observe(direction: Literal["in", "out"], frame: JSONValue) -> None:
-            if theirs is not None:
-                theirs(direction, frame)
-            log.agent_frame(direction, frame)
+    async def _close_session(self, params: Params) -> JSONValue:
+        session = self._sessions.pop(params.text("sessionId"), None)
+        if session is None:
+            raise RequestError(m.RESOURCE_NOT_FOUND, "Unknown session")
+        session.cancel(arrival() + 1)
+        if session.timer is not None:
+            session.timer.cancel()
+        async with session.lock:
+            with anyio.CancelScope(shield=True):
+                await session.close_agent()
+        return {}
 
-        return observe
+    def _add(self, session: Session) -> None:
+        self._sessions[session.id] = session
+        self._arm(session)
 
-    async def _ask_editor(
-        self, session_id: str, method: str, params: JSONValue
-    ) -> JSONValue:
-        assert self.conn is not None
-        request = dict(params) if isinstance(params, dict) else {}
-        request["sessionId"] = session_id  # the editor knows our id, not the agent's
-        return await self.conn.request(method, request)
+    def _session_cwd(self, params: Params) -> str:
+        cwd = session_directory(params.get("cwd"))
+        if self._cwd is not None and cwd != self._cwd:
+            logger.info("session cwd %s: the agents run in %s (--cwd)", cwd, self._cwd)
+            return self._cwd
+        return cwd
+
+    def _pass_on(self, method: str) -> Callable[[Params], Awaitable[JSONValue]]:
+        """A handler passing ``method`` on to the session's real agent."""
+
+        async def pass_on(params: Params) -> JSONValue:
+            session = self._session(params)
+            async with session.lock:
+                real = await self._open_real(session)
+                result = await real.call(method, params.raw)
+            self._arm(session)
+            return result
+
+        return pass_on
+
+    # -- idle agents ------------------------------------------------------------------
+
+    def _arm(self, session: Session) -> None:
+        if self.tasks is not None:
+            session.arm(self.tasks, self._idle_timeout)
+
+    async def _stop_spare_when_idle(self) -> None:
+        """The agent started at initialize idles too, until a session takes it."""
+        assert self._idle_timeout is not None and self.proxy is not None
+        await anyio.sleep(self._idle_timeout)
+        with anyio.CancelScope(shield=True):
+            await self.proxy.aclose()  # a session/new meanwhile took it already
 
     # -- prompt turns and cancel ------------------------------------------------------
 
@@ -295,6 +342,9 @@ class Server:
         assert conn is not None
         request_id = conn.current_request()
         assert request_id is not None  # prompts are answered under conn.serve()
+        if session.timer is not None:
+            session.timer.cancel()  # no idle close while it waits or runs
+            session.timer = None
         # An idle session's lock is taken without a checkpoint.
         lock = session.lock
         try:
@@ -308,33 +358,88 @@ class Server:
             # own to pay for per turn); it is then answered "cancelled".
             session.running = conn, request_id
             try:
+                if session.proxied:
+                    return await self._proxied_turn(session, text)
                 return await self._turn(session, text)
             finally:
                 session.running = None
         finally:
             lock.release()
+            if session.id in self._sessions:
+                self._arm(session)
 
     async def _turn(self, session: Session, text: str) -> JSONValue:
+        agent = session.agent
+        if agent is None:
+            agent = session.agent = Agent(self._session_agent(session))
         try:
-            stream = session.agent.stream(text)
+            stream = agent.stream(text)
         except OmaBridgeError as exc:  # rejected before anything ran (blank prompt)
             raise RequestError(m.INVALID_PARAMS, str(exc)) from None
         assert self.conn is not None
         result: AgentRunResult | None = None
+        replies: list[str] = []
+        session.remember("user", text)
         async with stream as events:
             async for event in events:
                 if isinstance(event, (DoneEvent, ErrorEvent)):
                     result = event.result
                     break
-                if session.proxied:
-                    continue  # its updates passed through as the agent sent them
+                if isinstance(event, TextEvent):
+                    replies.append(event.text)
                 update = session_update(event)
                 if update is not None:
-                    await self.conn.notify(
-                        m.SESSION_UPDATE, {"sessionId": session.id, "update": update}
+                    await self._notify_update(
+                        {"sessionId": session.id, "update": update}
                     )
+        session.remember("agent", "".join(replies))
         assert result is not None
         return prompt_reply(result)
+
+    async def _proxied_turn(self, session: Session, text: str) -> JSONValue:
+        real = await self._open_real(session)
+        config = self._config
+        if config is not None and config.system_prompt and not real.system_prompt_sent:
+            text = f"{config.system_prompt}\n\n{text}"
+        real.system_prompt_sent = True
+        return await real.prompt(text)
+
+    async def _open_real(self, session: Session) -> RealAgent:
+        """The session's real agent; re-opened when it was stopped (idle)."""
+        real = session.real
+        if real is not None and not real.stopped and real.conn and not real.conn.error:
+            return real
+        assert self.proxy is not None
+        await session.close_agent()
+        if self.proxy.loads:
+            # The agent keeps the conversation: load it, and show no replay
+            # (the editor has it already).
+            real, _ = await self.proxy.open(
+                session.cwd, session.servers, load=session.agent_session, replay=False
+            )
+        else:
+            real, _ = await self.proxy.open(session.cwd, session.servers)
+            real.editor_session = session.id
+            real.ready.set()
+            session.agent_session = real.session_id
+        session.real = real
+        return real
+
+    def _session_agent(self, session: Session) -> AgentConfig:
+        """A wrapped session's own agent, working in its ``cwd``."""
+        target, cwd = self._target, session.cwd
+        if self._config is None:
+            assert callable(target) and not isinstance(target, AgentConfig)
+            return target(cwd)  # a factory places its agent itself
+        config = self._config
+        backend = config.backend
+        if isinstance(backend, RebasableConfig):
+            backend = backend.with_cwd(cwd)
+        elif not isinstance(backend, BackendConfig):
+            logger.warning(
+                "the agent's backend is a shared instance: session cwd %s ignored", cwd
+            )
+        return dataclasses.replace(config, backend=backend)
 
     def _cancel(self, params: Params) -> None:
         session_id = params.get("sessionId")
@@ -350,6 +455,20 @@ class Server:
         for session in self._sessions.values():
             session.cancel(arrival() + 1)
 
+    # -- the editor -------------------------------------------------------------
+
+    async def _notify_update(self, params: dict[str, JSONValue]) -> None:
+        assert self.conn is not None
+        await self.conn.notify(m.SESSION_UPDATE, params)
+
+    async def _ask_editor(
+        self, session_id: str, method: str, params: JSONValue
+    ) -> JSONValue:
+        assert self.conn is not None
+        request = dict(params) if isinstance(params, dict) else {}
+        request["sessionId"] = session_id  # the editor knows our id, not the agent's
+        return await self.conn.request(method, request)
+
     async def aclose(self) -> None:
         """Stop every session's agent, all at once (shielded by the caller).
 
@@ -359,25 +478,6 @@ class Server:
         sessions, self._sessions = self._sessions, {}
         async with anyio.create_task_group() as tg:
             for session in sessions.values():
-                tg.start_soon(_close_session, session)
-
-
-async def _close_session(session: Session) -> None:
-    try:
-        await session.agent.aclose()
-    except Exception:
-        logger.exception("stopping the agent of session %s failed", session.id)
-
-
-def _directory(cwd: JSONValue) -> str:
-    """A session's ``cwd``: an absolute path to a directory (one local stat)."""
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise invalid_params("cwd must be an absolute path")
-    if not os.path.isdir(cwd):
-        raise invalid_params(f"cwd {cwd!r} is not a directory")
-    return cwd
-
-
-def _defer(request: PermissionRequest) -> None:
-    """The ``"ask"`` policy: no answer here, so the editor is asked."""
-    return None
+                tg.start_soon(session.close_agent)
+            if self.proxy is not None:
+                tg.start_soon(self.proxy.aclose)

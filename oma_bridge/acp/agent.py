@@ -3,10 +3,13 @@
 The editor launches us and speaks JSON-RPC over our stdin/stdout (ACP's stdio
 transport); stdout carries nothing but frames and logs go to stderr. The rooms:
 
-- ``_server``: sessions, ``initialize``, prompt turns and cancel, behind one
-  routing table from which the advertised capabilities are derived; each
-  session runs its own ``Agent`` in its ``cwd``, and ``serve --acp`` proxies a
-  real ACP agent;
+- ``_server``: ``initialize``, sessions, prompt turns and cancel, behind one
+  routing table from which the advertised capabilities are derived;
+- ``_sessions``: a session (its agent while open, its history for
+  ``session/load``), stopped when idle or closed;
+- ``_proxy`` and ``_real_agent``: ``serve --acp``, the real ACP agent behind
+  each session, started at ``initialize`` and read in the background, so
+  nothing it has is hidden;
 - ``_mapping``: prompt blocks to text, events to ``session/update``, a run's
   result to the reply (text-only: image, audio and embedded resource blocks
   are refused with ``-32602`` and nothing runs);
@@ -48,6 +51,8 @@ async def serve(
     transcript: str | os.PathLike[str] | None = None,
     debug: bool = False,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    idle_timeout: float | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve ``target`` as an ACP agent on this process's stdin and stdout.
 
@@ -64,6 +69,12 @@ async def serve(
             secrets redacted (for debugging editor integrations).
         debug: Put exception text in ``-32603`` replies to handler crashes.
         max_line_bytes: The largest frame accepted from the editor.
+        idle_timeout: Stop a session's agent after this many seconds without
+            a turn; its next prompt opens a new one (behind ``serve --acp``,
+            the session is loaded again when the agent can). None: agents are
+            kept until their session or the connection ends.
+        cwd: Run every session's agent in this directory, whatever ``cwd``
+            the editor gives (None: each session's own).
 
     Raises:
         Cancellation stops every turn and every session's agent first. An
@@ -87,6 +98,8 @@ async def serve(
             permission=permission,
             transcript=transcript,
             debug=debug,
+            idle_timeout=idle_timeout,
+            cwd=cwd,
         )
     finally:
         # Leave the descriptors as we found them (a terminal shares its mode).
@@ -105,6 +118,8 @@ async def serve_streams(
     transcript: str | os.PathLike[str] | None = None,
     debug: bool = False,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    idle_timeout: float | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve ``target`` over any byte streams (tests, benchmarks, sockets).
 
@@ -118,6 +133,8 @@ async def serve_streams(
         permission=permission,
         transcript=transcript,
         debug=debug,
+        idle_timeout=idle_timeout,
+        cwd=cwd,
     )
 
 
@@ -129,20 +146,42 @@ async def _serve(
     permission: ServePermission,
     transcript: str | os.PathLike[str] | None,
     debug: bool,
+    idle_timeout: float | None,
+    cwd: str | os.PathLike[str] | None,
 ) -> None:
     log = Transcript.open(transcript) if transcript is not None else None
-    server = Server(target, permission=permission, transcript=log)
+    try:
+        server = Server(
+            target,
+            permission=permission,
+            transcript=log,
+            idle_timeout=idle_timeout,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+        )
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise
     wire = Wire(frames, log, on_eof=server.cancel_all, bounded=bounded)
-    conn = server.conn = Connection(
+    conn = Connection(
         wire, handler=server.router, reply_to_bad_frames=True, debug=debug
     )
+    failure: Exception | None = None
     try:
-        await conn.serve()
-    except Exception:
-        if conn.error is None:
-            raise
-        # The editor stopped reading our stdout: nobody is left to answer.
-        logger.info("the editor closed the connection: %s", conn.error)
+        # The real agents' readers and the idle timers run beside the editor's
+        # connection, and end with it.
+        async with anyio.create_task_group() as tasks:
+            server.attach(conn, tasks)
+            try:
+                await conn.serve()
+            except Exception as exc:  # raised below, not as an ExceptionGroup
+                failure = exc
+            tasks.cancel_scope.cancel()
+        if failure is not None:
+            if conn.error is None:
+                raise failure
+            # The editor stopped reading our stdout: nobody is left to answer.
+            logger.info("the editor closed the connection: %s", conn.error)
     finally:
         with anyio.CancelScope(shield=True):
             await server.aclose()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
-from ._agent_options import add_agent_options, agent_config
+from ._agent_options import add_agent_options, agent_config, positive_float
 from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
 
 if TYPE_CHECKING:
@@ -26,11 +26,31 @@ with an error and nothing runs. A second prompt on a busy session waits for
 the first. session/cancel stops the turn (the wrapped process tree is
 killed; an ACP agent is sent session/cancel).
 
-With --acp, oma-bridge is a proxy in front of a real ACP agent: its updates
-stream through, and its permission, file and terminal requests go to the
-editor when the editor supports them. --approve-all, --approve-reads or
---deny-all answer permission requests here instead of asking the editor;
---system-prompt is put before the first prompt of each session.
+Each session's agent runs in the directory the editor gives for it, or in
+--cwd for every session when --cwd is given. A session's history of prompts
+and replies is kept by this process, and session/load replays it.
+--idle-timeout stops the agent of a session left idle that long; its next
+prompt starts a new one.
+
+With --acp, oma-bridge is a proxy in front of a real ACP agent, started when
+the editor initializes: the editor sees its login methods, capabilities,
+modes, config options and commands; its updates stream through as they
+arrive, mode and config changes and logins pass through, and session/load
+goes to the agent when it supports it. Prompts stay text-only. Its
+permission, file and terminal requests go to the editor when the editor
+supports them. --approve-all, --approve-reads or --deny-all answer
+permission requests here instead of asking the editor; --system-prompt is
+put before the first prompt of each session.
+"""
+
+#: Printed on stderr when a person starts ``serve`` on a terminal.
+TERMINAL_HINT = """\
+oma-bridge serve speaks the Agent Client Protocol (JSON-RPC) on stdin and
+stdout: it is meant to be started by an editor, not typed at. Configure your
+editor to run it, e.g. in Zed's settings.json: "agent_servers": {"My agent":
+{"command": "oma-bridge", "args": ["serve", "--process", "my-agent"]}}. To try
+an agent from the terminal, use `oma-bridge run` instead. (Waiting for
+protocol frames on stdin; Ctrl-D or Ctrl-C ends.)
 """
 
 EPILOG = """\
@@ -50,6 +70,7 @@ examples:
   oma-bridge serve --process "python examples/summarize_agent.py"
   oma-bridge serve --acp "gemini --acp" --transcript /tmp/acp.jsonl
   oma-bridge serve --agent claude --system-prompt "Answer briefly."
+  oma-bridge serve --acp "codex-acp" --idle-timeout 600 --cwd ~/work
 """
 
 
@@ -73,6 +94,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--log-file", metavar="PATH", help="write the log to PATH instead of stderr"
     )
     out.add_argument(
+        "--idle-timeout",
+        metavar="SECONDS",
+        type=positive_float,
+        help="stop a session's agent after SECONDS without a prompt; its next "
+        "prompt starts (or, behind --acp, reloads) it",
+    )
+    out.add_argument(
         "--verbose",
         "-v",
         action="store_true",
@@ -87,6 +115,10 @@ def serve_command(args: argparse.Namespace) -> int:
         config = agent_config(args, interactive=False)
     except (ValueError, TypeError) as exc:
         return fail(str(exc), EXIT_USAGE)
+    hint = terminal_hint(sys.stdin)
+    if hint:
+        sys.stderr.write(hint)
+        sys.stderr.flush()
     _configure_logging(args.log_file, verbose=args.verbose)
     import anyio
 
@@ -122,8 +154,20 @@ async def _serve(config: AgentConfig, args: argparse.Namespace) -> None:
             permission=args.permission or "ask",
             transcript=args.transcript,
             debug=args.verbose,
+            idle_timeout=args.idle_timeout,
+            # Every session's agent runs there, whatever the editor's cwd.
+            cwd=args.cwd,
         )
         tg.cancel_scope.cancel()
+
+
+def terminal_hint(stdin: TextIO) -> str | None:
+    """The hint for a person who started ``serve`` on a terminal (None: an
+    editor started it, with pipes)."""
+    try:
+        return TERMINAL_HINT if stdin.isatty() else None
+    except ValueError:  # stdin closed
+        return None
 
 
 def _configure_logging(log_file: str | None, *, verbose: bool) -> None:

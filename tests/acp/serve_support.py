@@ -31,6 +31,11 @@ RESPONSES = {
     "initialize": schema.InitializeResponse,
     "session/new": schema.NewSessionResponse,
     "session/prompt": schema.PromptResponse,
+    "session/load": schema.LoadSessionResponse,
+    "session/set_mode": schema.SetSessionModeResponse,
+    "session/set_config_option": schema.SetSessionConfigOptionResponse,
+    "session/close": schema.CloseSessionResponse,
+    "authenticate": schema.AuthenticateResponse,
 }
 REQUESTS = {
     "session/request_permission": schema.RequestPermissionRequest,

@@ -32,7 +32,7 @@ async def test_initialize_advertises_a_text_only_agent(tmp_path) -> None:
     assert init.agent_info.name == "oma-bridge"
     assert init.agent_info.version
     caps = init.agent_capabilities
-    assert caps.load_session is False
+    assert caps.load_session is True  # its history, replayed
     prompt_caps = caps.prompt_capabilities
     assert (prompt_caps.image, prompt_caps.audio, prompt_caps.embedded_context) == (
         False,

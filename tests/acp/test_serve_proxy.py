@@ -162,11 +162,11 @@ async def test_every_update_passes_through_as_the_agent_sent_it(tmp_path) -> Non
     )
     assert stop == "end_turn"
     received = [f["params"] for f in sent if f.get("method") == "session/update"]
-    agent_sid = _agent_sent_updates(log)[0]["sessionId"]
-    assert agent_sid != sid
-    # Each one intact and in order, none rebuilt, none twice: only the session
-    # id is the editor's. The first came right after session/new, before the
-    # turn (read when the turn started).
+    # The editor's session id is the agent's own (so a reload after the editor
+    # reconnects finds it), unless another session of ours has it already.
+    assert _agent_sent_updates(log)[0]["sessionId"] == sid
+    # Each one intact and in order, none rebuilt, none twice. The first came
+    # right after session/new, before the turn, and was forwarded at once.
     assert received == [
         {**params, "sessionId": sid} for params in _agent_sent_updates(log)
     ]
@@ -224,3 +224,21 @@ async def test_the_transcript_records_the_agent_side_too_redacted(tmp_path) -> N
     replies = [f for d, f in agent if d == "in" and "result" in f]
     assert replies[-1]["result"] == {"stopReason": "end_turn"}
     assert {d for d, _ in editor} == {"in", "out"}
+
+
+async def test_set_model_reaches_the_agent_and_its_answer_the_editor(
+    tmp_path,
+) -> None:
+    from .serve_memory import serving
+    from .support import fake_agent
+
+    log = tmp_path / "log"
+    # session/set_model is unstable in ACP (the SDK client has no method for
+    # it): written as a raw frame.
+    async with serving(fake_agent(log)) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        model = {"sessionId": sid, "modelId": "m2"}
+        reply = await editor.call(2, "session/set_model", model)
+    assert reply["error"]["code"] == -32601  # the fake agent's own answer
+    [sent] = [f for f in frames(log) if f.get("method") == "session/set_model"]
+    assert sent["params"] == model

@@ -16,16 +16,27 @@ from .serve_memory import Echo, serving
 async def test_initialize_advertises_only_what_is_routed(tmp_path) -> None:
     async with serving(Echo()) as editor:
         init = await editor.call(0, "initialize", {"protocolVersion": 1})
-        load = await editor.call(1, "session/load", {"sessionId": "s", "cwd": "/"})
+        mode = await editor.call(1, "session/set_mode", {"sessionId": "s"})
+        load = await editor.call(2, "session/load", {"sessionId": "s", "cwd": "/"})
     caps = init["result"]["agentCapabilities"]
-    assert caps["loadSession"] is False
-    assert load["error"]["code"] == -32601
+    # A wrapped agent's session is its history, kept here: loadable.
+    assert caps["loadSession"] is True
+    assert caps["sessionCapabilities"] == {"close": {}}
+    assert load["error"]["code"] == -32002  # routed; that session is unknown
+    assert mode["error"]["code"] == -32601  # modes exist only behind --acp
     assert init["result"]["authMethods"] == []
     server = Server(Echo(), permission="ask")
     assert server.capabilities() == caps
     assert server.router.serves(m.SESSION_LOAD) is caps["loadSession"]
-    for method in (m.INITIALIZE, m.SESSION_NEW, m.SESSION_PROMPT, m.SESSION_CANCEL):
+    for method in (
+        m.INITIALIZE,
+        m.SESSION_NEW,
+        m.SESSION_PROMPT,
+        m.SESSION_CANCEL,
+        m.SESSION_CLOSE,
+    ):
         assert server.router.serves(method), method
+    assert not server.router.serves(m.SESSION_SET_MODE)
 
 
 async def test_the_initialize_answer_matches_the_official_schema() -> None:
@@ -110,7 +121,7 @@ async def test_a_wrong_prompt_on_a_real_session_is_invalid_params(
 
 
 @pytest.mark.parametrize(
-    "method", ["session/load", "session/set_mode", "_example.com/ping", "fly"]
+    "method", ["session/resume", "session/set_mode", "_example.com/ping", "fly"]
 )
 async def test_methods_not_in_the_table_are_method_not_found(method: str) -> None:
     async with serving(Echo()) as editor:

@@ -1,0 +1,348 @@
+"""``serve --acp``: the real ACP agent behind each editor session, hiding nothing.
+
+The real agent is started when the editor sends ``initialize``: its answer
+(``authMethods``, and the capabilities it really has) is what the editor is
+told, except that prompts stay text-only. That first process then serves the
+first session the editor opens; each later session starts its own, so one
+session's agent can be stopped (idle, ``session/close``) on its own. Its
+session is opened at ``session/new`` (or ``session/load``): its modes, config
+options and models are in the answer. The agent is read in the background, so
+every ``session/update`` reaches the editor as it arrives, between turns too,
+with only ``sessionId`` made the editor's; ``session/set_mode``,
+``session/set_config_option`` and ``authenticate`` are passed on. Errors the
+agent sends are redacted before the editor sees them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import uuid
+from typing import TYPE_CHECKING, Literal, final
+
+import anyio
+
+from ..bridge import OmaBridgeError, RemoteError
+from . import methods as m
+from ._auth import request_logged_in
+from ._jsonrpc import RequestError
+from ._mapping import PROMPT_BLOCKS
+from ._real_agent import RealAgent
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Container
+
+    from anyio.abc import TaskGroup
+
+    from ..bridge import JSONValue
+    from ._client_config import (
+        AcpBackendConfig,
+        FrameObserver,
+        PermissionPolicy,
+        PermissionRequest,
+    )
+    from ._real_agent import Notify
+    from ._transcript import Transcript
+
+    AskEditor = Callable[[str, str, JSONValue], Awaitable[JSONValue]]
+
+__all__ = ("Proxy", "editor_session_id")
+
+logger = logging.getLogger(__name__)
+
+
+@final
+class Proxy:
+    """The real agents of one editor connection (``serve --acp``).
+
+    Args:
+        backend: How to start the real agent.
+        permission: The policy answering its permission requests (None: the
+            editor is asked).
+        transcript: Where its frames are recorded too.
+        cwd: Where an agent starts before a session names its directory.
+    """
+
+    def __init__(
+        self,
+        backend: AcpBackendConfig,
+        *,
+        permission: Literal["ask"] | PermissionPolicy,
+        transcript: Transcript | None,
+        cwd: str,
+    ) -> None:
+        self.backend = backend
+        self._permission = permission
+        self._transcript = transcript
+        self._cwd = cwd
+        self._client_caps: dict[str, JSONValue] = {}
+        self._spare: RealAgent | None = None
+        #: The real agent's answer to ``initialize``.
+        self.init: dict[str, JSONValue] = {}
+        #: The method the editor authenticated with: later agents use it too.
+        self._auth_method = backend.auth_method
+        self.tasks: TaskGroup | None = None
+        self.notify: Notify | None = None
+        self.ask_editor: AskEditor | None = None
+
+    # -- initialize -------------------------------------------------------------
+
+    async def initialize(self, client_caps: dict[str, JSONValue]) -> None:
+        """Start the real agent (the next session's) and learn what it has.
+
+        Raises:
+            RequestError: it could not be started (why, redacted).
+        """
+        self._client_caps = client_caps
+        if self._spare is not None:
+            return
+        self._spare = await self._start(self._cwd)
+        self.init = self._spare.init
+
+    @property
+    def agent_capabilities(self) -> dict[str, JSONValue]:
+        caps = self.init.get("agentCapabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    def capabilities(self) -> dict[str, JSONValue]:
+        """The real agent's ``agentCapabilities``, text-only, as far as routed."""
+        theirs = self.agent_capabilities
+        # Only what passes through: MCP servers go to the agent as given; its
+        # other capabilities (logout, providers, ...) name methods not routed.
+        caps: dict[str, JSONValue] = {
+            k: theirs[k] for k in ("mcpCapabilities", "_meta") if k in theirs
+        }
+        caps["loadSession"] = self.loads
+        caps["promptCapabilities"] = {
+            "image": "image" in PROMPT_BLOCKS,
+            "audio": "audio" in PROMPT_BLOCKS,
+            "embeddedContext": "resource" in PROMPT_BLOCKS,
+        }
+        # Only what is routed: we close sessions ourselves; list, fork and
+        # resume are not passed on.
+        caps["sessionCapabilities"] = {"close": {}}
+        caps.setdefault("mcpCapabilities", {"http": False, "sse": False})
+        return caps
+
+    @property
+    def loads(self) -> bool:
+        return self.agent_capabilities.get("loadSession") is True
+
+    @property
+    def auth_methods(self) -> list[JSONValue]:
+        methods = self.init.get("authMethods")
+        return list(methods) if isinstance(methods, list) else []
+
+    async def authenticate(self, params: dict[str, JSONValue]) -> JSONValue:
+        """Pass ``authenticate`` on to the next session's agent; remember it."""
+        if self._spare is None:
+            self._spare = await self._start(self._cwd)
+        result = await self._spare.call(m.AUTHENTICATE, params)
+        method = params.get("methodId")
+        self._auth_method = method if isinstance(method, str) else None
+        return result
+
+    # -- sessions -----------------------------------------------------------------
+
+    async def open(
+        self,
+        cwd: str,
+        servers: list[JSONValue],
+        *,
+        load: str | None = None,
+        replay: bool = True,
+    ) -> tuple[RealAgent, dict[str, JSONValue]]:
+        """An agent with its session open (``session/new``, or ``load`` it).
+
+        With ``load`` and ``replay``, the replayed history is forwarded before
+        this returns; without ``replay`` it is dropped (a re-opened session).
+        For a new session, the caller sets ``editor_session`` and ``ready``
+        once the editor has the answer.
+
+        Raises:
+            RequestError: the agent failed to start or refused (redacted).
+        """
+        agent, self._spare = self._spare, None
+        if agent is None or agent.stopped or _broken(agent) or self._moved(agent, cwd):
+            if agent is not None:
+                await agent.stop()
+            agent = await self._start(cwd)
+        params: dict[str, JSONValue] = {
+            "cwd": cwd,
+            "mcpServers": [
+                *(dict(s) for s in self.backend.mcp_servers),
+                *(s for s in servers if isinstance(s, dict)),
+            ],
+        }
+        try:
+            if load is None:
+                result = await self._new(agent, params)
+            else:
+                result = await self._load(agent, params, load, replay=replay)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await agent.stop()
+            raise
+        return agent, result
+
+    async def _new(
+        self, agent: RealAgent, params: dict[str, JSONValue]
+    ) -> dict[str, JSONValue]:
+        result = await self._session(agent, m.SESSION_NEW, params)
+        session_id = result.get("sessionId")
+        if not isinstance(session_id, str):
+            raise RequestError(
+                m.INTERNAL_ERROR, "The agent answered without a sessionId."
+            )
+        agent.session_id = session_id
+        return result
+
+    async def _load(
+        self,
+        agent: RealAgent,
+        params: dict[str, JSONValue],
+        session_id: str,
+        *,
+        replay: bool,
+    ) -> dict[str, JSONValue]:
+        agent.session_id = agent.editor_session = session_id
+        agent.silent = not replay
+        # The replay goes to the editor before the answer (ACP: loading).
+        agent.ready.set()
+        result = await self._session(
+            agent, m.SESSION_LOAD, {**params, "sessionId": session_id}
+        )
+        agent.silent = False
+        # The loaded conversation already carries the system prompt.
+        agent.system_prompt_sent = True
+        await agent.flushed()
+        return result
+
+    def _moved(self, agent: RealAgent, cwd: str) -> bool:
+        """Whether ``agent`` serves files or terminals rooted elsewhere."""
+        local = self.backend.fs or self.backend.terminal
+        return local and os.path.abspath(cwd) != agent.cwd
+
+    async def _session(
+        self, agent: RealAgent, method: str, params: dict[str, JSONValue]
+    ) -> dict[str, JSONValue]:
+        assert agent.conn is not None
+        try:
+            if self._auth_method is None:
+                # The agent's own -32000 reaches the editor, which logs in.
+                result = await agent.conn.request(method, params)
+            else:  # the editor logged in before: a new agent does too
+                result = await request_logged_in(agent, method, {**params})
+        except OmaBridgeError as exc:
+            raise await agent.editor_error(exc) from None
+        return result if isinstance(result, dict) else {}
+
+    # -- starting an agent ---------------------------------------------------------
+
+    async def _start(self, cwd: str) -> RealAgent:
+        holder: list[RealAgent] = []
+        agent = RealAgent(self._config(cwd, holder))
+        holder.append(agent)
+        assert self.tasks is not None and self.notify is not None
+        try:
+            with anyio.fail_after(self.backend.startup_timeout):
+                await agent.launch()
+                # Read from now on: session/new's answer comes through it.
+                await self.tasks.start(agent.read, self._notify)
+        except TimeoutError:
+            await agent.stop()
+            raise RequestError(
+                m.INTERNAL_ERROR,
+                f"The ACP agent {self.backend.command!r} did not start within "
+                f"{self.backend.startup_timeout} s (spawn and initialize).",
+            ) from None
+        except OmaBridgeError as exc:
+            error = await agent.explain(exc)
+            await agent.stop()
+            raise await agent.editor_error(error) from None
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await agent.stop()
+            raise
+        return agent
+
+    async def _notify(self, params: dict[str, JSONValue]) -> None:
+        assert self.notify is not None
+        await self.notify(params)
+
+    def _config(self, cwd: str, holder: list[RealAgent]) -> AcpBackendConfig:
+        """The real agent's config: the editor's capabilities, our policy first."""
+        backend = self.backend
+        caps = self._client_caps
+        fs = caps.get("fs")
+        fs = fs if isinstance(fs, dict) else {}
+        forwarded = {
+            m.FS_READ_TEXT_FILE: fs.get("readTextFile") is True,
+            m.FS_WRITE_TEXT_FILE: fs.get("writeTextFile") is True,
+        }
+        terminal = caps.get("terminal") is True
+
+        async def delegate(method: str, params: JSONValue) -> JSONValue:
+            if method.startswith("terminal/"):
+                ask = terminal
+            else:
+                ask = forwarded.get(method, method == m.SESSION_REQUEST_PERMISSION)
+            if ask and holder and self.ask_editor is not None:
+                return await self.ask_editor(holder[0].editor_session, method, params)
+            if method.startswith("fs/") and not backend.fs:
+                # fs is advertised for the editor's sake: serve no other file op.
+                raise RemoteError(
+                    method, rpc_code=m.METHOD_NOT_FOUND, message="Method not found"
+                )
+            return None  # our own sandbox and terminals, when enabled
+
+        permission = self._permission
+        return dataclasses.replace(
+            backend,
+            cwd=cwd,
+            auth_method=self._auth_method,
+            delegate=delegate,
+            on_frame=self._agent_frames(backend),
+            permission=_defer if permission == "ask" else permission,
+            # The editor decides at its own pace: a person may be answering.
+            permission_timeout=max(backend.permission_timeout, 24 * 3600.0),
+            fs=backend.fs or any(forwarded.values()),
+            terminal=backend.terminal or terminal,
+        )
+
+    def _agent_frames(self, backend: AcpBackendConfig) -> FrameObserver | None:
+        """The real agent's frames go in the transcript too (``peer: agent``)."""
+        log, theirs = self._transcript, backend.on_frame
+        if log is None:
+            return theirs
+        log.add_secrets(backend.env or {})
+
+        def observe(direction: Literal["in", "out"], frame: JSONValue) -> None:
+            if theirs is not None:
+                theirs(direction, frame)
+            log.agent_frame(direction, frame)
+
+        return observe
+
+    async def aclose(self) -> None:
+        """Stop the agent started for a session not opened yet (if any)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await spare.stop()
+
+
+def editor_session_id(agent_id: str, taken: Container[str]) -> str:
+    """The agent's own id, so a reload after a reconnect finds it; unless taken."""
+    if agent_id and agent_id not in taken:
+        return agent_id
+    return f"sess_{uuid.uuid4().hex}"
+
+
+def _broken(agent: RealAgent) -> bool:
+    return agent.conn is None or agent.conn.error is not None
+
+
+def _defer(request: PermissionRequest) -> None:
+    """The ``"ask"`` policy: no answer here, so the editor is asked."""
+    return None
