@@ -316,7 +316,7 @@ class AgentProcess:
 
     async def _set_mode(self, modes: JSONValue) -> None:
         if not isinstance(modes, dict):
-            logger.info(
+            logger.warning(
                 "mode %r ignored: the agent offers no session modes", self.config.mode
             )
             return
@@ -327,7 +327,9 @@ class AgentProcess:
             else []
         )
         if self.config.mode not in ids:
-            logger.info("mode %r ignored: the agent offers %s", self.config.mode, ids)
+            logger.warning(
+                "mode %r ignored: the agent offers %s", self.config.mode, ids
+            )
             return
         if modes.get("currentModeId") != self.config.mode:
             assert self.conn is not None

@@ -156,3 +156,16 @@ def test_batch_passes_the_options_to_every_session(tmp_path: Path) -> None:
     assert len(sessions) == 2  # a fresh session per item
     assert all(s["mcpServers"][0]["name"] == "files" for s in sessions)
     assert [m["modeId"] for m in received(log, "session/set_mode")] == ["code"] * 2
+
+
+@pytest.mark.parametrize("modes", [True, False])
+def test_a_mode_the_agent_does_not_offer_is_said_on_stderr(
+    tmp_path: Path, modes: bool
+) -> None:
+    log = tmp_path / "acp.log"
+    peer = f"{ACP_PEER} --modes" if modes else ACP_PEER
+    done = cli("run", "--acp", peer, "--mode", "nope", "say:ok", log=log)
+    # The run goes on in the agent's own mode, and the user is told why.
+    assert (done.returncode, done.stdout) == (0, "ok"), done.stderr
+    assert "mode 'nope' ignored" in done.stderr
+    assert received(log, "session/set_mode") == []
