@@ -343,6 +343,11 @@ class AcpRun:
             backend._active = None
             backend._wake_queued()
 
+    @property
+    def finished(self) -> bool:
+        """The turn has ended or was closed: ``aclose()`` has nothing to stop."""
+        return self._finished
+
     async def aclose(self) -> None:
         """Stop the turn (see the module docstring); idempotent, never raises."""
         if self._finished:

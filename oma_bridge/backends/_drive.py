@@ -191,6 +191,11 @@ class ProcessRun:
         if io is not None:
             io.child.close()
 
+    @property
+    def finished(self) -> bool:
+        """The run has ended or was closed: ``aclose()`` has nothing to stop."""
+        return self._finished
+
     async def aclose(self) -> None:
         """Stop the run: kill and reap the whole process tree; idempotent."""
         if self._finished:

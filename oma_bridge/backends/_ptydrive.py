@@ -167,6 +167,11 @@ class PtyRun:
         if self._on_release is not None:
             self._on_release.set()
 
+    @property
+    def finished(self) -> bool:
+        """The run has ended or was closed: ``aclose()`` has nothing to stop."""
+        return self._closed or self._released
+
     async def aclose(self) -> None:
         """Stop the run: kill and reap the whole process tree; idempotent."""
         session = self._session

@@ -497,6 +497,10 @@ class AgentStream:
         """Stop the run if it is still going; idempotent."""
         self._finished = True
         events, self._events = self._events, None
+        if getattr(events, "finished", False):
+            # A built-in run that has ended: nothing to stop, and no shielded
+            # scope to pay for at the end of every run.
+            return
         closer = getattr(events, "aclose", None)
         if closer is not None:
             import anyio
