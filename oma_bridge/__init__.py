@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     )
     from .presets import (
         Preset,
+        agent_config_from_dict,
         preset,
     )
 
@@ -205,6 +206,7 @@ __all__ = (
     "UsageEvent",
     "VideoBlock",
     "__version__",
+    "agent_config_from_dict",
     "preset",
     "run_agent",
     "run_batch",
@@ -221,7 +223,7 @@ _LAZY = {
         ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig"), "backends"
     ),
     **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
-    **dict.fromkeys(("Preset", "preset"), "presets"),
+    **dict.fromkeys(("Preset", "agent_config_from_dict", "preset"), "presets"),
     **dict.fromkeys(
         (
             "AgentCompleteEvent",
