@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..backends._checks import command_line_hint
 from ._presets import OUTPUT_FORMATS, PRESETS, Preset, build, unknown
 
 if TYPE_CHECKING:
@@ -200,12 +201,25 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
         recipe["blank_prompt"] = "allow" if recipe["input"] == "none" else "reject"
     skip = {"preset", "transport", "system_prompt", *_RECIPE}
     options = {key: value for key, value in given.items() if key not in skip}
+    hint = command_line_hint(entry.command, entry.args)
+    if hint:
+        raise ValueError(f"{where}.command: {hint}")
     try:
         known = dataclasses.replace(base, **recipe)
         build(known, options)  # wrong values fail here, not at the first run
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise ValueError(_at_key(where, str(exc))) from None
     return NamedAgent(name, known, options, entry.system_prompt, where)
+
+
+def _at_key(where: str, message: str) -> str:
+    """A config's own refusal ("ProcessBackendConfig.timeout must be
+    positive") at the key of the file it came from."""
+    head, _, rest = message.partition(" ")
+    owner, dot, key = head.partition(".")
+    if dot and owner.endswith("Config") and key.isidentifier() and rest:
+        return f"{where}.{key}: {rest}"
+    return f"{where}: {message}"
 
 
 def configured_agents(cwd: str | None = None) -> dict[str, NamedAgent]:
