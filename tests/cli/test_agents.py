@@ -209,3 +209,28 @@ def test_login_checks_run_only_when_asked(home: Path) -> None:
     plain = agents(home, "--check-login").stdout
     assert "installed, 0.50.0 (logged in)" in plain
     assert "installed, 2.0 (NOT logged in)" in plain
+
+
+@pytest.mark.parametrize("name", ["claude", "registry:kimi"])
+def test_running_an_agent_that_is_not_installed_says_what_to_install(
+    home: Path, name: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
+    env.update(PATH=str(home / "bin"), HOME=str(home), PYTHONPATH=str(ROOT))
+    env.update(XDG_CONFIG_HOME=str(home / "config"))
+    env.update(XDG_CACHE_HOME=str(home / "cache"))
+    done = subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "run", "--agent", name, "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home / "work",
+        env=env,
+    )
+    command = name.removeprefix("registry:")
+    assert done.returncode == 127
+    assert done.stderr.startswith(f"oma-bridge: Cannot start '{command}'")
+    assert f"Agent '{name}' runs '{command}': install it on PATH (see https://" in (
+        done.stderr
+    )
+    assert "`oma-bridge agents` shows which agents are installed." in done.stderr
