@@ -234,3 +234,13 @@ def test_running_an_agent_that_is_not_installed_says_what_to_install(
         done.stderr
     )
     assert "`oma-bridge agents` shows which agents are installed." in done.stderr
+
+
+def test_the_config_example_in_the_help_is_a_valid_file(home: Path) -> None:
+    from oma_bridge.cli._agents import CONFIG_HELP
+
+    example = CONFIG_HELP.split("\n\n")[1]
+    (home / "work" / "oma-bridge.toml").write_text(example.replace("\n  ", "\n"))
+    reviewer = rows(home)["reviewer"]
+    assert reviewer["kind"] == "configured"
+    assert reviewer["command_line"].endswith("--model opus < PROMPT")
