@@ -68,7 +68,7 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
         ("goose", "goose run --quiet --no-session --output-format stream-json -t",
          "goose-stream-json"),
         ("aider", "aider --yes-always --no-pretty --no-fancy-input --message", "text"),
-        ("copilot", "copilot -p", "text"),
+        ("copilot", "copilot -s -p", "text"),
     ],
 )  # fmt: skip
 def test_process_presets_ask_for_their_json_stream(
