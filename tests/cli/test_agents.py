@@ -193,6 +193,12 @@ def test_schema_describes_the_config_file(home: Path) -> None:
     assert schema["properties"]["agents"]["additionalProperties"]["$ref"].endswith(
         "AgentEntry"
     )
+    # Editors show a description of every key and complete the preset names.
+    missing = [k for k, v in entry["properties"].items() if not v.get("description")]
+    assert not missing
+    assert {"claude", "codex-acp", "registry:ID"} <= set(
+        entry["properties"]["preset"]["examples"]
+    )
 
 
 def test_login_checks_run_only_when_asked(home: Path) -> None:
