@@ -192,24 +192,31 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
         if getattr(entry, f.name) is not None
     }
     base = _base(entry, where)
-    other = "ACP" if base.transport == "process" else "process"
-    for key in _ACP_ONLY if base.transport == "process" else _PROCESS_ONLY:
-        if key in given:
-            raise ValueError(f"{where}.{key}: applies to {other} agents only")
+    _check_keys(base.transport, given, entry, where)
     recipe = {key: given[key] for key in _RECIPE if key in given}
     if "input" in recipe:
         recipe["blank_prompt"] = "allow" if recipe["input"] == "none" else "reject"
     skip = {"preset", "transport", "system_prompt", *_RECIPE}
     options = {key: value for key, value in given.items() if key not in skip}
-    hint = command_line_hint(entry.command, entry.args)
-    if hint:
-        raise ValueError(f"{where}.command: {hint}")
     try:
         known = dataclasses.replace(base, **recipe)
         build(known, options)  # wrong values fail here, not at the first run
     except (TypeError, ValueError) as exc:
         raise ValueError(_at_key(where, str(exc))) from None
     return NamedAgent(name, known, options, entry.system_prompt, where)
+
+
+def _check_keys(
+    transport: str, given: Mapping[str, object], entry: AgentEntry, where: str
+) -> None:
+    """Refuse a key of the other transport, and a command line as command."""
+    other = "ACP" if transport == "process" else "process"
+    for key in _ACP_ONLY if transport == "process" else _PROCESS_ONLY:
+        if key in given:
+            raise ValueError(f"{where}.{key}: applies to {other} agents only")
+    hint = command_line_hint(entry.command, entry.args)
+    if hint:
+        raise ValueError(f"{where}.command: {hint}")
 
 
 def _at_key(where: str, message: str) -> str:
