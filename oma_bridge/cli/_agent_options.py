@@ -240,9 +240,9 @@ def lookup_named(name: str) -> tuple[NamedAgent | Preset, str, str | None]:
     return named, named.transport, None
 
 
-def install_hint(name: str, command: str) -> str:
-    """What to add when ``--agent NAME``'s ``command`` could not be started:
-    which program to install and where it is documented."""
+def install_hint(name: str, command: str | None) -> str:
+    """What to add when ``--agent NAME``'s ``command`` (None: its own program)
+    could not be started: which program to install and where it is documented."""
     from ..presets._config import NamedAgent
 
     try:
@@ -250,11 +250,11 @@ def install_hint(name: str, command: str) -> str:
     except ValueError:
         return ""
     known = named.preset if isinstance(named, NamedAgent) else named
-    if known.command != command:
+    if command not in (None, known.command):
         return ""
     docs = f" (see {known.docs})" if known.docs else ""
     return (
-        f" Agent {name!r} runs {command!r}: install it on PATH{docs}; "
+        f" Agent {name!r} runs {known.command!r}: install it on PATH{docs}; "
         "`oma-bridge agents` shows which agents are installed."
     )
 
