@@ -321,13 +321,18 @@ def _run(
             args.output or "stdout",
         )
     )
-    if args.agent is not None and "command not found" in tally.samples.get(
-        "BACKEND_START", ""
-    ):
-        sys.stderr.write(f"oma-bridge:{install_hint(args.agent, None)}\n")
+    _advise(args.agent, tally)
     sys.stderr.flush()
     failed_before = bool(done.failed)
     return _status(args, tally, cancelled, bool(found.problems) or failed_before)
+
+
+def _advise(agent: str | None, tally: Tally) -> None:
+    """For ``--agent NAME`` whose program is missing: where to get it."""
+    if agent is not None and "command not found" in tally.samples.get(
+        "BACKEND_START", ""
+    ):
+        sys.stderr.write(f"oma-bridge:{install_hint(agent, None)}\n")
 
 
 def _status(
