@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     )
     from .presets import (
         Preset,
+        agent_config_from_dict,
         preset,
     )
 
@@ -209,6 +210,7 @@ __all__ = (
     "UsageEvent",
     "VideoBlock",
     "__version__",
+    "agent_config_from_dict",
     "preset",
     "run_agent",
     "run_batch",
@@ -232,7 +234,7 @@ _LAZY = {
         "backends",
     ),
     **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
-    **dict.fromkeys(("Preset", "preset"), "presets"),
+    **dict.fromkeys(("Preset", "agent_config_from_dict", "preset"), "presets"),
     **dict.fromkeys(
         (
             "AgentCompleteEvent",

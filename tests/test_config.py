@@ -126,9 +126,19 @@ def test_an_option_of_the_other_transport_is_named(work: Path) -> None:
 
 def test_a_value_the_config_refuses_is_named_at_load(work: Path) -> None:
     path = write(work, '[agents.mine]\npreset = "codex"\ntimeout = -1\n')
+    assert problem(work) == f"{path}: agents.mine.timeout: must be positive"
+
+
+def test_a_command_line_as_command_gets_a_hint_to_use_args(work: Path) -> None:
+    text = '[agents.mine]\ntransport = "process"\ncommand = "my-agent --quiet"\n'
+    path = write(work, text)
     assert problem(work) == (
-        f"{path}: agents.mine: ProcessBackendConfig.timeout must be positive"
+        f"{path}: agents.mine.command: 'my-agent --quiet' is a whole command "
+        "line; give the executable as command and its arguments as args: "
+        "command='my-agent', args=['--quiet']"
     )
+    write(work, text + 'args = ["--verbose"]\n')  # with args, taken as given
+    assert configured_agents(str(work))["mine"].preset.command == "my-agent --quiet"
 
 
 def test_neither_preset_nor_command(work: Path) -> None:

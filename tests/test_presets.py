@@ -68,7 +68,7 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
         ("goose", "goose run --quiet --no-session --output-format stream-json -t",
          "goose-stream-json"),
         ("aider", "aider --yes-always --no-pretty --no-fancy-input --message", "text"),
-        ("copilot", "copilot -p", "text"),
+        ("copilot", "copilot -s -p", "text"),
     ],
 )  # fmt: skip
 def test_process_presets_ask_for_their_json_stream(
@@ -135,3 +135,17 @@ def test_the_registry_snapshot_gives_every_agent_an_acp_preset() -> None:
     for name in here:
         assert PRESETS[name].transport == "acp"
         assert isinstance(preset(name), AcpBackendConfig)
+
+
+@pytest.mark.parametrize(
+    ("transport", "input", "blank"),
+    [("process", "stdin", "allow"), ("acp", "stdin", "allow"),
+     ("process", "none", "reject")],
+)  # fmt: skip
+def test_a_blank_prompt_rule_that_contradicts_the_transport_is_refused(
+    transport: str, input: str, blank: str
+) -> None:
+    from oma_bridge.presets import Preset
+
+    with pytest.raises(ValueError, match=f"blank_prompt {blank!r} does not match"):
+        Preset(transport, "agent", input=input, blank_prompt=blank)  # type: ignore[arg-type]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ("check_fields", "config_from_dict")
+__all__ = ("check_fields", "check_keys", "command_line_hint", "config_from_dict")
 
 _T = TypeVar("_T")
 
@@ -94,24 +94,36 @@ def config_from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:
         raise TypeError(
             f"{name}.from_dict expects a mapping, got {type(data).__name__}"
         )
-    fields = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-    unknown = sorted(str(key) for key in data if key not in fields)
+    check_keys(cls, data, f"{name}.from_dict: unknown key")
+    hint = command_line_hint(data.get("command"), data.get("args"))
+    if hint:
+        raise ValueError(f"{name}.command {hint}")
+    return cls(**data)
+
+
+def check_keys(cls: type, keys: Iterable[object], what: str) -> None:
+    """Raise TypeError (``what`` 'x'; valid keys: ...) for the first key of
+    ``keys`` that is not an init field of the dataclass ``cls``."""
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(str(key) for key in keys if key not in fields)
     if unknown:
         raise TypeError(
-            f"{name}.from_dict: unknown key {unknown[0]!r}; valid keys: "
-            + ", ".join(sorted(fields))
+            f"{what} {unknown[0]!r}; valid keys: " + ", ".join(sorted(fields))
         )
-    command = data.get("command")
+
+
+def command_line_hint(command: object, args: object) -> str | None:
+    """What to say when ``command`` is a whole command line and there are no
+    ``args`` (an executable whose path holds a space is left alone)."""
     if (
-        isinstance(command, str)
-        and len(command.split()) > 1
-        and not data.get("args")
-        and not os.path.exists(command)
+        not isinstance(command, str)
+        or len(command.split()) < 2
+        or args
+        or os.path.exists(command)
     ):
-        first, *rest = command.split()
-        raise ValueError(
-            f"{name}.command {command!r} is a whole command line; give the "
-            f"executable as command and its arguments as args: "
-            f"command={first!r}, args={rest!r}"
-        )
-    return cls(**data)
+        return None
+    first, *rest = command.split()
+    return (
+        f"{command!r} is a whole command line; give the executable as command "
+        f"and its arguments as args: command={first!r}, args={rest!r}"
+    )

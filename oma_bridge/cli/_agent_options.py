@@ -240,6 +240,25 @@ def lookup_named(name: str) -> tuple[NamedAgent | Preset, str, str | None]:
     return named, named.transport, None
 
 
+def install_hint(name: str, command: str | None) -> str:
+    """What to add when ``--agent NAME``'s ``command`` (None: its own program)
+    could not be started: which program to install and where it is documented."""
+    from ..presets._config import NamedAgent
+
+    try:
+        named, _, _ = lookup_named(name)
+    except ValueError:
+        return ""
+    known = named.preset if isinstance(named, NamedAgent) else named
+    if command not in (None, known.command):
+        return ""
+    docs = f" (see {known.docs})" if known.docs else ""
+    return (
+        f" Agent {name!r} runs {known.command!r}: install it on PATH{docs}; "
+        "`oma-bridge agents` shows which agents are installed."
+    )
+
+
 def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
     """A named agent's config: the options given (None means not given) over
     the configured ones; ``env`` merged, not replaced."""

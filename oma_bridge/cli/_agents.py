@@ -21,6 +21,21 @@ if TYPE_CHECKING:
 
     from ..presets import Preset
 
+CONFIG_HELP = """\
+named agents (read from ./oma-bridge.toml, [tool.oma-bridge] in ./pyproject.toml,
+then ~/.config/oma-bridge/oma-bridge.toml; the nearest file wins):
+
+  [agents.reviewer]
+  preset = "claude"          # or: transport = "process", command = "my-agent"
+  # args replace the preset's own (`oma-bridge agents` shows them)
+  args = ["-p", "--output-format", "stream-json", "--verbose", "--model", "opus"]
+  timeout = 600
+  system_prompt = "Review the diff; answer in one paragraph."
+  env = { CLAUDE_CODE_MAX_OUTPUT_TOKENS = "8000" }
+
+  then: oma-bridge run --agent reviewer "..."; editors complete the file from
+  `oma-bridge agents --schema`.
+"""
 _RUNNERS = ("npx", "uvx")  # fetch the agent on first use: installed = runner found
 
 
@@ -28,16 +43,23 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "agents",
         help="list known agents: installed or not, version, credentials, command",
-        description="List the agents --agent NAME can run: those of oma-bridge.toml "
-        "(or [tool.oma-bridge] in pyproject.toml), the built-in presets and the "
-        "official ACP registry (registry:ID).",
+        description="List the agents --agent NAME can run: those defined in\n"
+        "oma-bridge.toml, the built-in presets, and the agents of the official\n"
+        "ACP registry (registry:ID). For each: installed or not (found on PATH),\n"
+        "its version, which credential variables are unset, the command line.",
+        epilog=CONFIG_HELP,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--json", action="store_true", help="one JSON document")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON list of the agents, for scripts",
+    )
     parser.add_argument(
         "--update",
         action="store_true",
-        help="download the current ACP registry (needs a network connection)",
+        help="download the current ACP registry into ~/.cache/oma-bridge/ (needs a "
+        "network connection), then list",
     )
     parser.add_argument(
         "--registry-url",

@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from ._agent_options import add_agent_options, agent_config
+from ._agent_options import add_agent_options, agent_config, install_hint
 from ._batch_input import Problem, Recorded, Scan, items, readable_twice, recorded, scan
 from ._batch_progress import Display, Tally, summary
 from ._main import (
@@ -321,9 +321,18 @@ def _run(
             args.output or "stdout",
         )
     )
+    _advise(args.agent, tally)
     sys.stderr.flush()
     failed_before = bool(done.failed)
     return _status(args, tally, cancelled, bool(found.problems) or failed_before)
+
+
+def _advise(agent: str | None, tally: Tally) -> None:
+    """For ``--agent NAME`` whose program is missing: where to get it."""
+    if agent is not None and "command not found" in tally.samples.get(
+        "BACKEND_START", ""
+    ):
+        sys.stderr.write(f"oma-bridge:{install_hint(agent, None)}\n")
 
 
 def _status(

@@ -20,7 +20,12 @@ from .. import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from ._agent_options import add_agent_options, agent_config, error_message
+from ._agent_options import (
+    add_agent_options,
+    agent_config,
+    error_message,
+    install_hint,
+)
 from ._main import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -109,7 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.format == "json":
         _write_json(_result_json(result))
-    return _exit_status(result)
+    return _exit_status(result, args.agent)
 
 
 def _prompt(prompt: str | None, source: str | None) -> str:
@@ -249,13 +254,16 @@ def _status(result: AgentRunResult) -> int:
     return EXIT_FAILED
 
 
-def _exit_status(result: AgentRunResult) -> int:
-    """The exit status; a failure also gets its one line on stderr."""
+def _exit_status(result: AgentRunResult, agent: str | None = None) -> int:
+    """The exit status; a failure also gets its one line on stderr (for a
+    named ``agent`` that is not installed, where to get it)."""
     status = _status(result)
     if status == EXIT_OK:
         return status
     error = result.error
     message = error_message(error) if error is not None else "the agent failed"
+    if isinstance(error, BackendStartError) and agent is not None:
+        message += install_hint(agent, error.command)
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]
         message = f"{message.splitlines()[0]} Last stderr line: {last}"

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._presets import OUTPUT_FORMATS, PRESETS, Preset, build, unknown
+from ..backends._checks import command_line_hint
+from ._presets import OUTPUT_FORMATS, PRESETS, REGISTRY_PREFIX, Preset, build, unknown
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -191,10 +192,7 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
         if getattr(entry, f.name) is not None
     }
     base = _base(entry, where)
-    other = "ACP" if base.transport == "process" else "process"
-    for key in _ACP_ONLY if base.transport == "process" else _PROCESS_ONLY:
-        if key in given:
-            raise ValueError(f"{where}.{key}: applies to {other} agents only")
+    _check_keys(base.transport, given, entry, where)
     recipe = {key: given[key] for key in _RECIPE if key in given}
     if "input" in recipe:
         recipe["blank_prompt"] = "allow" if recipe["input"] == "none" else "reject"
@@ -204,8 +202,31 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
         known = dataclasses.replace(base, **recipe)
         build(known, options)  # wrong values fail here, not at the first run
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise ValueError(_at_key(where, str(exc))) from None
     return NamedAgent(name, known, options, entry.system_prompt, where)
+
+
+def _check_keys(
+    transport: str, given: Mapping[str, object], entry: AgentEntry, where: str
+) -> None:
+    """Refuse a key of the other transport, and a command line as command."""
+    other = "ACP" if transport == "process" else "process"
+    for key in _ACP_ONLY if transport == "process" else _PROCESS_ONLY:
+        if key in given:
+            raise ValueError(f"{where}.{key}: applies to {other} agents only")
+    hint = command_line_hint(entry.command, entry.args)
+    if hint:
+        raise ValueError(f"{where}.command: {hint}")
+
+
+def _at_key(where: str, message: str) -> str:
+    """A config's own refusal ("ProcessBackendConfig.timeout must be
+    positive") at the key of the file it came from."""
+    head, _, rest = message.partition(" ")
+    owner, dot, key = head.partition(".")
+    if dot and owner.endswith("Config") and key.isidentifier() and rest:
+        return f"{where}.{key}: {rest}"
+    return f"{where}: {message}"
 
 
 def configured_agents(cwd: str | None = None) -> dict[str, NamedAgent]:
@@ -248,8 +269,45 @@ def schema() -> dict[str, Any]:
 
     result: dict[str, Any] = TypeAdapter(ConfigFile).json_schema()
     result["title"] = "oma-bridge.toml"
+    # Hover text and completions for editors; kept out of the types so that
+    # loading a config file never reads their source.
+    fields = result["$defs"]["AgentEntry"]["properties"]
+    for key, text in _DESCRIPTIONS.items():
+        fields[key]["description"] = text
+    fields["preset"]["examples"] = [
+        *(name for name in PRESETS if not name.startswith(REGISTRY_PREFIX)),
+        "registry:ID",
+    ]
     result["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return result
+
+
+_DESCRIPTIONS = {
+    "preset": "The known agent to start from (`oma-bridge agents` lists them); "
+    "or give transport and command instead",
+    "transport": '"process" (a fresh process per run) or "acp"; only without preset',
+    "command": "The executable (its arguments go in args)",
+    "args": "Arguments before the prompt; replaces the preset's own",
+    "description": "One line for `oma-bridge agents`",
+    "env": "Variables set for the agent, over the inherited environment",
+    "scrub_env": "Inherited variables removed for this agent",
+    "cwd": "The folder the agent runs in",
+    "input": 'Process agents: how the prompt is passed ("stdin", "argument", "none")',
+    "output_format": "Process agents: how stdout is read (text, or a CLI's JSON "
+    "event stream)",
+    "timeout": "Seconds a run may take",
+    "kill_grace": "Seconds between SIGTERM and SIGKILL when a run is stopped",
+    "max_output_bytes": "Output kept per run (bytes); the rest is dropped",
+    "system_prompt": "Sent before the user's text",
+    "permission": "ACP agents: how permission requests are answered",
+    "fs": "ACP agents: serve file reads and writes inside cwd",
+    "terminal": "ACP agents: serve terminal commands",
+    "auth_method": "ACP agents: the authentication method to use when asked",
+    "mode": "ACP agents: the session mode to set",
+    "startup_timeout": "ACP agents: seconds for spawn, initialize and the session",
+    "credentials": "NAMES of variables any one of which holds the credentials",
+    "login_check": "A command that exits 0 when the CLI is logged in",
+}
 
 
 def output_formats() -> Sequence[str]:

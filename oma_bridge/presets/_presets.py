@@ -191,11 +191,15 @@ def build(
         "scrub_env": known.scrub_env,
         "env": env,
     }
+    from ..backends._checks import check_keys
+
     if known.transport == "acp":
         from ..acp import AcpBackendConfig
 
+        check_keys(AcpBackendConfig, options, "unknown option for an ACP agent:")
         return AcpBackendConfig(**{**fields, **options})  # type: ignore[arg-type]
     from ..backends import ProcessBackendConfig
 
+    check_keys(ProcessBackendConfig, options, "unknown option for a process agent:")
     fields.update(input=known.input, output_format=known.output_format)
     return ProcessBackendConfig(**{**fields, **options})  # type: ignore[arg-type]

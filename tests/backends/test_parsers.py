@@ -370,3 +370,39 @@ def test_a_subagents_text_is_not_the_reply_but_its_tool_calls_count() -> None:
     parser, events = parse("claude-stream-json", data)
     assert [e.text for e in of(events, TextEvent)] == ["main reply"]
     assert [(t.id, t.kind) for t in parser.tool_calls] == [("toolu_sub", "search")]
+
+
+# How each format says a tool call failed, as a change to its recorded stream
+# (cursor's error sample already ends with a failed call).
+FAILED_TOOL = {
+    "claude-stream-json": ('"is_error":false}]', '"is_error":true}]'),
+    "qwen-stream-json": ('"is_error":false,"content"', '"is_error":true,"content"'),
+    "amp-stream-json": ('"is_error":false}]', '"is_error":true}]'),
+    "codex-json": (
+        '"exit_code":0,"status":"completed"',
+        '"exit_code":1,"status":"failed"',
+    ),
+    "gemini-stream-json": (
+        '"status":"success","output"',
+        '"status":"error","error":{"message":"denied"},"output"',
+    ),
+    "opencode-json": ('"state":{"status":"completed"', '"state":{"status":"error"'),
+    "goose-stream-json": (
+        '"toolResult":{"status":"success"',
+        '"toolResult":{"status":"error"',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILED_TOOL))
+def test_a_failed_tool_call_is_reported_as_failed(name: str) -> None:
+    old, new = FAILED_TOOL[name]
+    data = stream(name).decode()
+    assert old in data, "the sample changed: update FAILED_TOOL"
+    parser, events = parse(name, data.replace(old, new, 1).encode())
+    (update,) = of(events, ToolCallUpdateEvent)
+    assert update.status == "failed"
+    (record,) = parser.tool_calls
+    assert record.status == "failed"
+    # A tool that failed is the agent's business: the run itself goes on.
+    assert parser.error is None

@@ -193,6 +193,12 @@ def test_schema_describes_the_config_file(home: Path) -> None:
     assert schema["properties"]["agents"]["additionalProperties"]["$ref"].endswith(
         "AgentEntry"
     )
+    # Editors show a description of every key and complete the preset names.
+    missing = [k for k, v in entry["properties"].items() if not v.get("description")]
+    assert not missing
+    assert {"claude", "codex-acp", "registry:ID"} <= set(
+        entry["properties"]["preset"]["examples"]
+    )
 
 
 def test_login_checks_run_only_when_asked(home: Path) -> None:
@@ -209,3 +215,49 @@ def test_login_checks_run_only_when_asked(home: Path) -> None:
     plain = agents(home, "--check-login").stdout
     assert "installed, 0.50.0 (logged in)" in plain
     assert "installed, 2.0 (NOT logged in)" in plain
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        ("claude", ["run", "--agent", "claude", "hi"]),
+        ("registry:kimi", ["run", "--agent", "registry:kimi", "hi"]),
+        ("codex", ["batch", "--agent", "codex", "-"]),
+    ],
+)
+def test_running_an_agent_that_is_not_installed_says_what_to_install(
+    home: Path, name: str, argv: list[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
+    env.update(PATH=str(home / "bin"), HOME=str(home), PYTHONPATH=str(ROOT))
+    env.update(XDG_CONFIG_HOME=str(home / "config"))
+    env.update(XDG_CACHE_HOME=str(home / "cache"))
+    done = subprocess.run(
+        [sys.executable, "-m", "oma_bridge", *argv],
+        input="hi\n",  # the batch's one item
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home / "work",
+        env=env,
+    )
+    program = name.removeprefix("registry:")
+    if argv[0] == "run":
+        assert done.returncode == 127
+        assert done.stderr.startswith(f"oma-bridge: Cannot start '{program}'")
+    else:  # the batch's summary, then the same advice once
+        assert done.returncode == 1
+        assert f"BACKEND_START 1: e.g. Cannot start '{program}'" in done.stderr
+    advice = f"Agent '{name}' runs '{program}': install it on PATH (see https://"
+    assert done.stderr.count(advice) == 1
+    assert "`oma-bridge agents` shows which agents are installed." in done.stderr
+
+
+def test_the_config_example_in_the_help_is_a_valid_file(home: Path) -> None:
+    from oma_bridge.cli._agents import CONFIG_HELP
+
+    example = CONFIG_HELP.split("\n\n")[1]
+    (home / "work" / "oma-bridge.toml").write_text(example.replace("\n  ", "\n"))
+    reviewer = rows(home)["reviewer"]
+    assert reviewer["kind"] == "configured"
+    assert reviewer["command_line"].endswith("--model opus < PROMPT")
