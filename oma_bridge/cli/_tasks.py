@@ -11,13 +11,21 @@ the graph (rich); otherwise every progress event is one JSON line on stdout.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, HelpFormatter, fail
+from ._main import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    HelpFormatter,
+    fail,
+)
 from ._signals import Termination
 
 if TYPE_CHECKING:
@@ -73,7 +81,9 @@ task keys: id, description (the prompt, text only), title, assignee (or
 capability, or neither: round-robin), depends_on, retries, retry_backoff.
 
 exit status: 0 every task completed, 1 a task failed, was skipped or stopped
-(or the budget ran out), 2 the file is invalid, 130 interrupted.
+(or the budget ran out), 2 the file or its task graph is invalid, 127 the
+command of an agent a task needs was not found (both checked before anything
+runs), 130 interrupted.
 """
 
 
@@ -136,8 +146,19 @@ def tasks_command(args: argparse.Namespace) -> int:
     try:
         spec = load(args.file)
         agents = team_agents(args.file, spec)
-    except (OSError, ValueError, TypeError) as exc:
+    except OSError as exc:
+        return fail(f"{args.file}: cannot read it: {exc.strerror or exc}")
+    except (ValueError, TypeError) as exc:
         return fail(str(exc))
+    # Refused before the live view draws and before any agent starts: a cycle
+    # or a missing command would otherwise surface after paid-for tasks ran.
+    try:
+        assigned = check_graph(spec.tasks, agents)
+    except OmaBridgeError as exc:
+        return fail(f"{args.file}: {exc}")
+    missing = missing_command(agents, set(assigned.values()))
+    if missing is not None:
+        return fail(f"{args.file}: {missing}", EXIT_NOT_FOUND)
     live = args.format == "live" or (args.format == "auto" and sys.stdout.isatty())
     view: LiveView | JsonLines = LiveView(spec.tasks) if live else JsonLines()
     oma = OpenMultiAgent(
@@ -159,10 +180,42 @@ def tasks_command(args: argparse.Namespace) -> int:
         return fail(
             f"stopped by {name}; the agents were stopped", 128 + termination.signum
         )
-    except OmaBridgeError as exc:  # the graph was refused: nothing started
-        return fail(str(exc))
+    except OmaBridgeError as exc:  # refused at the start: nothing ran
+        return fail(f"{args.file}: {exc}")
     view.finish(result)
     return EXIT_OK if result.success else EXIT_FAILED
+
+
+def check_graph(
+    tasks: tuple[Task, ...], agents: dict[str, TeamAgent]
+) -> dict[str, str]:
+    """Task id -> agent name; raises what ``run_tasks`` would before starting."""
+    from ..orchestration._tasks import check_graph as check
+
+    return check(tasks, agents)
+
+
+def missing_command(agents: dict[str, TeamAgent], used: set[str]) -> str | None:
+    """Why the command of an agent some task runs on cannot start, or None.
+
+    Looked up as the backend will (the agent's PATH and working directory);
+    an agent no task uses is not looked at.
+    """
+    from ..backends._command import resolve_executable
+    from ..bridge import BackendStartError
+
+    for name in sorted(used):
+        backend = agents[name].config.backend
+        command = getattr(backend, "command", None)
+        if not isinstance(command, str):
+            continue  # a backend without a command line
+        env = getattr(backend, "env", None) or {}
+        search = env.get("PATH", os.environ.get("PATH"))
+        try:
+            resolve_executable(command, search, getattr(backend, "cwd", None))
+        except BackendStartError as exc:
+            return f"agents.{name}: {exc}"
+    return None
 
 
 def load(path: str) -> TaskFile:
@@ -420,12 +473,19 @@ class LiveView:
         return table
 
     def finish(self, result: TasksResult) -> None:
+        """Print the final outputs (completed tasks no other task used), then
+        each failure in full: the table shows only its first line."""
         needed = {dep for t in self._tasks for dep in t.depends_on}
         self._console.line()
         for task in result.tasks:
             if task.status == "completed" and task.id not in needed:
                 self._console.rule(f"{task.id}: {task.title}")
                 self._console.print(task.output, markup=False, highlight=False)
+        for task in result.tasks:
+            if task.status in ("failed", "cancelled"):
+                self._console.rule(f"[red]{task.id}: {task.status}[/]")
+                why = str(task.error) if task.error else task.reason or ""
+                self._console.print(why, markup=False, highlight=False)
 
 
 def _status(error_kind: str) -> str:
