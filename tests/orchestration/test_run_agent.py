@@ -57,7 +57,7 @@ async def test_a_string_run_keeps_the_prompt_payload_and_is_evaluated_as_the_str
     assert start.run_id == complete.run_id
     assert [s.input for s in samples] == ["hi"]
     assert samples[0].run_id == start.run_id
-    assert evaluation.stats() == (1, 1, 0)
+    assert evaluation.stats() == (1, 1, 0, 0)
 
 
 async def test_progress_callbacks_cannot_change_what_runs_or_is_evaluated():
