@@ -449,7 +449,7 @@ class LiveView:
         elif event.type == "task_failed" and row is not None:
             row[0], row[3] = _status(event.error_kind), event.error.splitlines()[0]
         elif event.type == "task_skipped" and row is not None:
-            row[0], row[3] = "skipped", event.reason
+            row[0], row[1], row[3] = "skipped", event.agent or "", event.reason
         elif event.type == "budget_exceeded":
             self._note = "budget exceeded: running tasks stopped, no new ones start"
         self._live.update(self._table(), refresh=True)

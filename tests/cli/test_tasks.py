@@ -350,7 +350,7 @@ def test_the_live_view_prints_a_failure_in_full_after_the_table(tmp_path):
     done = cli("--format", "live", str(path))
     assert done.returncode == 1
     table, _, after = done.stdout.partition("draft: failed")
-    assert "review" in table and "skipped" in table
+    assert re.search(r"review\s+│ acp\s+│ skipped", table)  # with its agent
     # The table cut the error to its first line; the full text follows it.
     assert "The end of its stderr" not in table
     assert "exited with code 4" in after and "failing with 4" in after

@@ -66,6 +66,7 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
     assert result.budget_exceeded and result.usage == TokenUsage(5000, 0)
     (stop,) = progress.of("budget_exceeded")
     assert stop.usage == TokenUsage(5000, 0) and stop.max_tokens == 1000
+    assert (stop.agent, stop.task_id) == ("acp", "spend")
     # The ACP agent was asked to cancel, then killed with the other tree.
     methods = [f.get("method") for f in frames(log)]
     assert "session/cancel" in methods

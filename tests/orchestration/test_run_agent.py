@@ -108,7 +108,9 @@ async def test_a_budget_stops_a_run_that_spends_too_much():
     assert result.error is not None and result.error.code == "BUDGET_EXCEEDED"
     assert result.token_usage == TokenUsage(600, 500)
     assert progress.types() == ["agent_start", "budget_exceeded", "agent_complete"]
-    assert progress.of("budget_exceeded")[0].usage == TokenUsage(600, 500)
+    (stop,) = progress.of("budget_exceeded")
+    assert stop.usage == TokenUsage(600, 500)
+    assert (stop.agent, stop.task_id) == ("py", None)
 
 
 def spends_then_hangs():

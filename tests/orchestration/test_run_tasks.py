@@ -133,18 +133,27 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
     assert broken.attempts == 1 and isinstance(broken.error, BackendExitError)
     assert broken.error.exit_code == 3
     assert result["report"].reason == "dependency 'broken' failed"
+    skipped = {e.task_id: e for e in progress.of("task_skipped")}
+    assert skipped["report"]._asdict() == {
+        "run_id": result.run_id, "task_id": "report",
+        "reason": "dependency 'broken' failed", "agent": "cli",
+        "type": "task_skipped",
+    }  # fmt: skip
     assert result["report"].attempts == 0
     # The retry: a retryable failure, then success.
     assert result["flaky"].attempts == 2
     assert result["flaky"].output == "second time lucky"
     (retry,) = progress.of("task_retry")
-    assert (retry.task_id, retry.attempt) == ("flaky", 1)
+    assert (retry.task_id, retry.agent, retry.attempt) == ("flaky", "cli", 1)
+    assert (retry.max_attempts, retry.delay_s) == (3, 0)
+    assert "exited with code 1" in retry.error
     # The budget stop: the spender's report broke it; the tree was killed.
     assert result["spend"].error.code == "BUDGET_EXCEEDED"
     assert result["long"].error.code == "BUDGET_EXCEEDED"
     assert result["after"].reason == "dependency 'spend' cancelled"
     (stop,) = progress.of("budget_exceeded")
     assert stop.usage.input_tokens >= 5050 and stop.max_tokens == 1000
+    assert (stop.agent, stop.task_id) == ("spender", "spend")  # who broke it
     assert result.usage.input_tokens >= 5050
     assert_tree_ends(pidfile)
     # Every event belongs to this run.
