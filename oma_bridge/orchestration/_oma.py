@@ -38,6 +38,9 @@ class OpenMultiAgent:
         max_concurrency: Tasks running at once in ``run_tasks``.
         tracer: An OpenTelemetry tracer; by default the global one when the
             ``otel`` extra is installed, else no tracing.
+
+    Raises:
+        ValueError: ``max_concurrency`` below 1, or a negative budget.
     """
 
     def __init__(
@@ -51,6 +54,12 @@ class OpenMultiAgent:
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        for name, limit in (
+            ("max_token_budget", max_token_budget),
+            ("max_cost_usd", max_cost_usd),
+        ):
+            if limit is not None and limit < 0:
+                raise ValueError(f"{name} must not be negative")
         self.on_progress = on_progress
         self.evaluation = evaluation
         self.max_token_budget = max_token_budget

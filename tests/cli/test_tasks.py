@@ -354,3 +354,20 @@ def test_the_live_view_prints_a_failure_in_full_after_the_table(tmp_path):
     # The table cut the error to its first line; the full text follows it.
     assert "The end of its stderr" not in table
     assert "exited with code 4" in after and "failing with 4" in after
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [
+        ("max_concurrency = 0", "max_concurrency must be at least 1"),
+        ("max_token_budget = -5", "max_token_budget must not be negative"),
+        ("max_cost_usd = -0.5", "max_cost_usd must not be negative"),
+    ],
+)
+def test_a_limit_out_of_range_is_one_line(tmp_path, limit, message):
+    path = tmp_path / "t.toml"
+    path.write_text(GRAPH.replace("max_token_budget = 100000", limit))
+    done = cli(str(path))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"oma-bridge: {path}: {message}\n"

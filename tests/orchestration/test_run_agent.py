@@ -124,3 +124,16 @@ async def test_an_evaluation_must_be_open():
     with pytest.raises(RuntimeError, match="async with"):
         await oma.run_agent(AgentConfig(name="py", backend=backend), "hi")
     assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_concurrency": 0}, "max_concurrency must be at least 1"),
+        ({"max_token_budget": -1}, "max_token_budget must not be negative"),
+        ({"max_cost_usd": -0.01}, "max_cost_usd must not be negative"),
+    ],
+)
+def test_limits_out_of_range_are_refused(limits, message):
+    with pytest.raises(ValueError, match=message):
+        OpenMultiAgent(**limits)
