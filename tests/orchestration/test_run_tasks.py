@@ -354,3 +354,35 @@ async def test_cancelling_run_tasks_from_outside_kills_running_trees(tmp_path):
     finally:
         os.close(fd)
     assert_tree_ends(pidfile)
+
+
+async def test_a_budget_stop_during_a_retry_backoff_ends_it_without_a_retry(tmp_path):
+    progress, on_progress, event = gates()
+
+    async def once_flaky_waits_to_retry():
+        await event("task_retry", "flaky").wait()
+
+    spender = PythonBackend(usage=TokenUsage(5000, 0), before=once_flaky_waits_to_retry)
+    agents = {
+        "cli": worker("cli"),
+        "spender": AgentConfig(name="spender", backend=spender),
+    }
+    tasks = [
+        # A retryable failure, then a wait of 30-60 s before the retry.
+        Task(
+            id="flaky",
+            description=f"flaky:{tmp_path / 'f'};say:ok",
+            assignee="cli",
+            retries=3,
+            retry_backoff=60,
+        ),
+        Task(id="spend", description="spend", assignee="spender"),
+    ]
+    oma = OpenMultiAgent(on_progress=on_progress, max_token_budget=1000)
+    with anyio.fail_after(WAIT):  # shorter than the backoff: it was cut short
+        result = await oma.run_tasks(tasks, agents)
+    flaky = result["flaky"]
+    assert flaky.status == "failed" and flaky.attempts == 1
+    assert flaky.error.code == "BACKEND_EXIT"
+    assert [e.attempt for e in progress.of("task_start") if e.task_id == "flaky"] == [1]
+    assert result.budget_exceeded
