@@ -8,7 +8,9 @@ scorer runs in a worker thread, so one that blocks (an HTTP call to a judge
 model) never stalls the agents' I/O on the event loop. Samples waiting to be
 scored are bounded (``max_pending``): past it a sample is dropped and counted,
 as OMA's online evaluator drops on a full queue, rather than memory growing
-with every run a slow scorer falls behind on.
+with every run a slow scorer falls behind on. Unlike OMA, which scores settled
+top-level runs, every agent call is a candidate sample (each task attempt, a
+coordinator's planning): ``EvaluationSample.task_id`` tells them apart.
 """
 
 from __future__ import annotations

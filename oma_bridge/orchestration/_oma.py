@@ -31,7 +31,9 @@ class OpenMultiAgent:
 
     Args:
         on_progress: Called with each ``ProgressEvent`` (a private copy); may be
-            a coroutine function. What it does cannot change the run.
+            a coroutine function, which is awaited (the run waits for it: keep
+            it quick). What it does to the event cannot change the run, and an
+            exception it raises is logged, not raised.
         evaluation: An open ``Evaluation`` scoring a sample of agent runs.
         max_token_budget: Tokens (input + output) one call may spend.
         max_cost_usd: Dollars one call may spend, where agents report cost.
