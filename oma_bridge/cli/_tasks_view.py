@@ -104,19 +104,14 @@ class LiveView:
         self._live.stop()
 
     def on_event(self, event: ProgressEvent) -> None:
+        if event.type == "budget_exceeded":
+            who = f" by {event.agent}" if event.agent else ""
+            self._note = (
+                f"budget exceeded{who}: running tasks stopped, no new ones start"
+            )
         row = self._rows.get(getattr(event, "task_id", None) or "")
-        if event.type == "task_start" and row is not None:
-            row[:3] = ["running", event.agent, event.attempt]
-        elif event.type == "task_retry" and row is not None:
-            row[0], row[3] = "retrying", event.error.splitlines()[0]
-        elif event.type == "task_complete" and row is not None:
-            row[0], row[3] = "completed", _first_line(event.output)
-        elif event.type == "task_failed" and row is not None:
-            row[0], row[3] = _status(event.error_kind), event.error.splitlines()[0]
-        elif event.type == "task_skipped" and row is not None:
-            row[0], row[1], row[3] = "skipped", event.agent or "", event.reason
-        elif event.type == "budget_exceeded":
-            self._note = "budget exceeded: running tasks stopped, no new ones start"
+        if row is not None:
+            _update(row, event)
         self._live.update(self._table(), refresh=True)
 
     def _table(self) -> Table:
@@ -151,6 +146,20 @@ class LiveView:
                 self._console.rule(f"[red]{task.id}: {task.status}[/]")
                 why = str(task.error) if task.error else task.reason or ""
                 self._console.print(why, markup=False, highlight=False)
+
+
+def _update(row: list[object], event: ProgressEvent) -> None:
+    """A task's row (status, agent, attempt, detail) after ``event``."""
+    if event.type == "task_start":
+        row[:3] = ["running", event.agent, event.attempt]
+    elif event.type == "task_retry":
+        row[0], row[3] = "retrying", _first_line(event.error)
+    elif event.type == "task_complete":
+        row[0], row[3] = "completed", _first_line(event.output)
+    elif event.type == "task_failed":
+        row[0], row[3] = _status(event.error_kind), _first_line(event.error)
+    elif event.type == "task_skipped":
+        row[0], row[1], row[3] = "skipped", event.agent or "", event.reason
 
 
 def _status(error_kind: str) -> str:

@@ -371,3 +371,18 @@ def test_a_limit_out_of_range_is_one_line(tmp_path, limit, message):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == f"oma-bridge: {path}: {message}\n"
+
+
+def test_the_live_view_takes_an_error_without_text(capsys):
+    # A user-written backend may fail with an exception whose str() is "".
+    from oma_bridge import BudgetExceededEvent, Task, TaskFailedEvent, TokenUsage
+    from oma_bridge.cli._tasks_view import LiveView
+
+    view = LiveView((Task(id="a", description="x"), Task(id="b", description="y")))
+    with view:
+        view.on_event(TaskFailedEvent("r", "a", "py", "", "RuntimeError", 1))
+        usage = TokenUsage(5, 0)
+        view.on_event(BudgetExceededEvent("r", usage, 1, None, "py", "b"))
+    out = capsys.readouterr().out
+    assert re.search(r"│ a\s+│\s+│ failed", out)
+    assert "budget exceeded by py" in out
