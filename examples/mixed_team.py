@@ -1,4 +1,4 @@
-"""A mixed team on offline agents: two CLI agents and a Python backend, one graph."""
+"""A mixed team on offline agents: a CLI agent, an ACP agent and a Python backend."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 
 from oma_bridge import (
+    AcpBackendConfig,
     AgentConfig,
     AgentRunResult,
     DoneEvent,
@@ -27,6 +28,19 @@ def process_agent(name: str, script: str) -> AgentConfig:
     """A command-line agent: a fresh child per task, the prompt on its stdin."""
     backend = ProcessBackendConfig(
         command=sys.executable, args=(str(HERE / script),), timeout=30
+    )
+    return AgentConfig(name=name, backend=backend)
+
+
+def acp_agent(name: str, script: str) -> AgentConfig:
+    """An ACP agent: `oma-bridge serve` speaks ACP on stdio in front of a script,
+    as it would in front of any command-line agent for an editor. One process
+    for the agent's session; the script still runs fresh for every prompt."""
+    served = f"{sys.executable} {HERE / script}"
+    backend = AcpBackendConfig(
+        command=sys.executable,
+        args=("-m", "oma_bridge", "serve", "--process", served),
+        timeout=30,
     )
     return AgentConfig(name=name, backend=backend)
 
@@ -66,7 +80,7 @@ def show(event) -> None:
 async def main() -> int:
     agents = {
         "summarizer": process_agent("summarizer", "summarize_agent.py"),
-        "critic": process_agent("critic", "team_critic.py"),
+        "critic": acp_agent("critic", "team_critic.py"),
         "editor": AgentConfig(name="editor", backend=EditorBackend()),
     }
     tasks = [

@@ -11,21 +11,27 @@ the graph (rich); otherwise every progress event is one JSON line on stdout.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ._main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, HelpFormatter, fail
+from ._main import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    HelpFormatter,
+    fail,
+)
 from ._signals import Termination
 
 if TYPE_CHECKING:
     import argparse
 
-    from rich.table import Table
-
-    from .. import BackendConfig, ProgressEvent, Task, TasksResult, TeamAgent
+    from .. import BackendConfig, Task, TeamAgent
     from ..presets._config import OutputFormat
 
 EXAMPLE = """\
@@ -73,7 +79,9 @@ task keys: id, description (the prompt, text only), title, assignee (or
 capability, or neither: round-robin), depends_on, retries, retry_backoff.
 
 exit status: 0 every task completed, 1 a task failed, was skipped or stopped
-(or the budget ran out), 2 the file is invalid, 130 interrupted.
+(or the budget ran out), 2 the file or its task graph is invalid, 127 the
+command of an agent a task needs was not found (both checked before anything
+runs), 130 interrupted.
 """
 
 
@@ -136,16 +144,26 @@ def tasks_command(args: argparse.Namespace) -> int:
     try:
         spec = load(args.file)
         agents = team_agents(args.file, spec)
-    except (OSError, ValueError, TypeError) as exc:
+    except OSError as exc:
+        return fail(f"{args.file}: cannot read it: {exc.strerror or exc}")
+    except (ValueError, TypeError) as exc:
         return fail(str(exc))
+    refused = preflight(args.file, spec, agents)
+    if refused is not None:
+        return refused
+    from ._tasks_view import JsonLines, LiveView
+
     live = args.format == "live" or (args.format == "auto" and sys.stdout.isatty())
     view: LiveView | JsonLines = LiveView(spec.tasks) if live else JsonLines()
-    oma = OpenMultiAgent(
-        on_progress=view.on_event,
-        max_token_budget=spec.max_token_budget,
-        max_cost_usd=spec.max_cost_usd,
-        max_concurrency=spec.max_concurrency,
-    )
+    try:
+        oma = OpenMultiAgent(
+            on_progress=view.on_event,
+            max_token_budget=spec.max_token_budget,
+            max_cost_usd=spec.max_cost_usd,
+            max_concurrency=spec.max_concurrency,
+        )
+    except ValueError as exc:  # a limit out of range
+        return fail(f"{args.file}: {exc}")
     import anyio
 
     termination = Termination()
@@ -159,10 +177,53 @@ def tasks_command(args: argparse.Namespace) -> int:
         return fail(
             f"stopped by {name}; the agents were stopped", 128 + termination.signum
         )
-    except OmaBridgeError as exc:  # the graph was refused: nothing started
-        return fail(str(exc))
+    except OmaBridgeError as exc:  # refused at the start: nothing ran
+        return fail(f"{args.file}: {exc}")
     view.finish(result)
     return EXIT_OK if result.success else EXIT_FAILED
+
+
+def preflight(path: str, spec: TaskFile, agents: dict[str, TeamAgent]) -> int | None:
+    """Refuse a graph ``run_tasks`` would refuse, or an agent some task needs
+    whose command is missing: the exit status, after a one-line message.
+
+    Checked before the live view draws and before any agent starts: a cycle or
+    a missing command would otherwise surface after paid-for tasks ran.
+    """
+    from ..bridge import OmaBridgeError
+    from ..orchestration._tasks import check_graph
+
+    try:
+        assigned = check_graph(spec.tasks, agents)
+    except OmaBridgeError as exc:
+        return fail(f"{path}: {exc}")
+    missing = missing_command(agents, set(assigned.values()))
+    if missing is not None:
+        return fail(f"{path}: {missing}", EXIT_NOT_FOUND)
+    return None
+
+
+def missing_command(agents: dict[str, TeamAgent], used: set[str]) -> str | None:
+    """Why the command of an agent some task runs on cannot start, or None.
+
+    Looked up as the backend will (the agent's PATH and working directory);
+    an agent no task uses is not looked at.
+    """
+    from ..backends._command import resolve_executable
+    from ..bridge import BackendStartError
+
+    for name in sorted(used):
+        backend = agents[name].config.backend
+        command = getattr(backend, "command", None)
+        if not isinstance(command, str):
+            continue  # a backend without a command line
+        env = getattr(backend, "env", None) or {}
+        search = env.get("PATH", os.environ.get("PATH"))
+        try:
+            resolve_executable(command, search, getattr(backend, "cwd", None))
+        except BackendStartError as exc:
+            return f"agents.{name}: {exc}"
+    return None
 
 
 def load(path: str) -> TaskFile:
@@ -293,145 +354,3 @@ def _inline_agent(where: str, spec: AgentSpec, common: dict[str, Any]) -> Backen
             command=argv[0], args=tuple(argv[1:]), **common, **options
         )
     return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **common, **options)
-
-
-def event_json(event: ProgressEvent) -> dict[str, object]:
-    """A progress event as plain JSON data."""
-    from dataclasses import asdict, is_dataclass
-
-    out: dict[str, object] = {}
-    for key, value in event._asdict().items():
-        out[key] = asdict(value) if is_dataclass(value) else value  # type: ignore[arg-type]
-    return out
-
-
-class JsonLines:
-    """Every event, then the result, as one JSON object per line on stdout."""
-
-    def __enter__(self) -> JsonLines:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        pass
-
-    def on_event(self, event: ProgressEvent) -> None:
-        _write(event_json(event))
-
-    def finish(self, result: TasksResult) -> None:
-        _write(result_json(result))
-
-
-def result_json(result: TasksResult) -> dict[str, object]:
-    return {
-        "type": "result",
-        "run_id": result.run_id,
-        "success": result.success,
-        "budget_exceeded": result.budget_exceeded,
-        "usage": _usage(result.usage),
-        "tasks": [
-            {
-                "id": t.id,
-                "status": t.status,
-                "agent": t.agent,
-                "attempts": t.attempts,
-                "duration_s": round(t.duration_s, 6),
-                "output": t.output,
-                "usage": _usage(t.usage),
-                "error": None if t.error is None else str(t.error),
-                "reason": t.reason,
-            }
-            for t in result.tasks
-        ],
-    }
-
-
-def _usage(usage: object) -> object:
-    from dataclasses import asdict
-
-    return asdict(usage)  # type: ignore[call-overload]
-
-
-def _write(data: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
-
-
-class LiveView:
-    """A table of the tasks, redrawn as events arrive (rich, on stdout)."""
-
-    _STYLE: ClassVar[dict[str, str]] = {
-        "completed": "green",
-        "failed": "red",
-        "skipped": "yellow",
-        "cancelled": "magenta",
-        "running": "cyan",
-        "retrying": "cyan",
-    }
-
-    def __init__(self, tasks: tuple[Task, ...]) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        self._tasks = tasks
-        self._rows = {t.id: ["waiting", "", 0, ""] for t in tasks}
-        self._console = Console()
-        self._note = ""
-        self._live = Live(self._table(), console=self._console, auto_refresh=False)
-
-    def __enter__(self) -> LiveView:
-        self._live.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._live.stop()
-
-    def on_event(self, event: ProgressEvent) -> None:
-        row = self._rows.get(getattr(event, "task_id", None) or "")
-        if event.type == "task_start" and row is not None:
-            row[:3] = ["running", event.agent, event.attempt]
-        elif event.type == "task_retry" and row is not None:
-            row[0], row[3] = "retrying", event.error.splitlines()[0]
-        elif event.type == "task_complete" and row is not None:
-            row[0], row[3] = "completed", _first_line(event.output)
-        elif event.type == "task_failed" and row is not None:
-            row[0], row[3] = _status(event.error_kind), event.error.splitlines()[0]
-        elif event.type == "task_skipped" and row is not None:
-            row[0], row[3] = "skipped", event.reason
-        elif event.type == "budget_exceeded":
-            self._note = "budget exceeded: running tasks stopped, no new ones start"
-        self._live.update(self._table(), refresh=True)
-
-    def _table(self) -> Table:
-        from rich.table import Table
-
-        table = Table(caption=self._note or None)
-        for column in ("task", "agent", "status", "try", "detail"):
-            table.add_column(column)
-        for task in self._tasks:
-            status, agent, attempt, detail = self._rows[task.id]
-            style = self._STYLE.get(str(status), "")
-            table.add_row(
-                f"{task.id}: {task.title}" if task.title != task.id else task.id,
-                str(agent),
-                f"[{style}]{status}[/]" if style else str(status),
-                str(attempt or ""),
-                str(detail)[:80],
-            )
-        return table
-
-    def finish(self, result: TasksResult) -> None:
-        needed = {dep for t in self._tasks for dep in t.depends_on}
-        self._console.line()
-        for task in result.tasks:
-            if task.status == "completed" and task.id not in needed:
-                self._console.rule(f"{task.id}: {task.title}")
-                self._console.print(task.output, markup=False, highlight=False)
-
-
-def _status(error_kind: str) -> str:
-    return "cancelled" if error_kind == "BUDGET_EXCEEDED" else "failed"
-
-
-def _first_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[0] if lines else ""

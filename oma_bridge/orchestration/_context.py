@@ -56,11 +56,16 @@ class RunContext:
     async def emit(self, event: ProgressEvent) -> None:
         await deliver(self.on_progress, event)
 
-    async def emit_budget(self) -> None:
+    async def emit_budget(self, agent: str, task_id: str | None) -> None:
         budget = self.budget
         await self.emit(
             BudgetExceededEvent(
-                self.run_id, budget.usage, budget.max_tokens, budget.max_cost_usd
+                self.run_id,
+                budget.usage,
+                budget.max_tokens,
+                budget.max_cost_usd,
+                agent,
+                task_id,
             )
         )
 
@@ -108,7 +113,9 @@ async def call_agent(
     with ctx.tracing.span(
         "oma.agent", run_id=ctx.run_id, agent=name, task_id=task_id, attempt=attempt
     ) as span:
-        result = await _drive(ctx, agent, stream, started, _usage_at_end(config))
+        result = await _drive(
+            ctx, agent, stream, started, _usage_at_end(config), (name, task_id)
+        )
         span.usage(result.token_usage)
         span.set(success=result.success, budget_exceeded=result.budget_exceeded)
         span.status(result.success, error_kind(result.error))
@@ -163,8 +170,12 @@ async def _drive(
     stream: AgentStream,
     started: float,
     usage_at_end: bool,
+    who: tuple[str, str | None],
 ) -> AgentRunResult:
     """Consume the run's events, feeding the budget; stop when it runs out.
+
+    ``who`` (agent name, task id) is named by the ``budget_exceeded`` event when
+    this run's reading is the one that broke the budget.
 
     With ``usage_at_end`` a reading that breaks the budget does not kill its
     own run at once (the CLI is finishing; its answer is paid for): it gets
@@ -194,7 +205,7 @@ async def _drive(
             final = usage if result is None else result.token_usage
             broke = budget.finish(key, final) or broke
     if broke:
-        await ctx.emit_budget()
+        await ctx.emit_budget(*who)
     if result is not None:
         return result
     # Only the budget (or its grace) cancels this scope: the stream was closed

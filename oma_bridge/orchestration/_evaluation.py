@@ -3,7 +3,14 @@
 ``Evaluation`` owns the task group its scorers run in, so it is an async context
 manager: enter it before the runs that feed it, and leaving the block waits for
 the scores still being computed. A run hands its sample over and goes on at
-once; neither its result nor its dependents wait for a scorer.
+once; neither its result nor its dependents wait for a scorer. A plain (sync)
+scorer runs in a worker thread, so one that blocks (an HTTP call to a judge
+model) never stalls the agents' I/O on the event loop. Samples waiting to be
+scored are bounded (``max_pending``): past it a sample is dropped and counted,
+as OMA's online evaluator drops on a full queue, rather than memory growing
+with every run a slow scorer falls behind on. Unlike OMA, which scores settled
+top-level runs, every agent call is a candidate sample (each task attempt, a
+coordinator's planning): ``EvaluationSample.task_id`` tells them apart.
 """
 
 from __future__ import annotations
@@ -87,11 +94,13 @@ class EvaluationRecord:
 
 
 class EvaluationStats(NamedTuple):
-    """Counts so far: runs sampled, scorer calls that returned, and that raised."""
+    """Counts so far: runs sampled, scorer calls that returned, scorer calls
+    that raised, and sampled runs dropped unscored (``max_pending`` reached)."""
 
     sampled: int
     scored: int
     failed: int
+    dropped: int = 0
 
 
 @final
@@ -107,7 +116,10 @@ class Evaluation(AsyncContextManagerMixin):
             ``"full"`` (bounded).
         max_payload_chars: The bound on each stored input and output.
         max_records: How many records are kept (the oldest are dropped).
-        max_concurrency: Scorer calls running at once.
+        max_concurrency: Scorer calls running at once (sync scorers run in
+            worker threads: keep them thread-safe, or set 1).
+        max_pending: Sampled runs waiting for or being scored, at most; a
+            sample beyond it is dropped (``stats().dropped``).
         seed: Seeds the sampling, for reproducible samples.
     """
 
@@ -120,6 +132,7 @@ class Evaluation(AsyncContextManagerMixin):
         max_payload_chars: int = 4096,
         max_records: int = 1000,
         max_concurrency: int = 4,
+        max_pending: int = 100,
         seed: int | None = None,
     ) -> None:
         if not 0.0 <= sample_rate <= 1.0:
@@ -134,7 +147,9 @@ class Evaluation(AsyncContextManagerMixin):
         self._limiter = anyio.CapacityLimiter(max_concurrency)
         self._random = random.Random(seed)
         self._tg: TaskGroup | None = None
-        self._sampled = self._scored = self._failed = 0
+        self._max_pending = max_pending
+        self._pending = 0
+        self._sampled = self._scored = self._failed = self._dropped = 0
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncGenerator[Self]:
@@ -153,7 +168,7 @@ class Evaluation(AsyncContextManagerMixin):
         return self._tg is not None
 
     def stats(self) -> EvaluationStats:
-        return EvaluationStats(self._sampled, self._scored, self._failed)
+        return EvaluationStats(self._sampled, self._scored, self._failed, self._dropped)
 
     def records(self) -> tuple[EvaluationRecord, ...]:
         """The records kept, oldest first; each scored sample appears once all
@@ -167,17 +182,30 @@ class Evaluation(AsyncContextManagerMixin):
         if self._rate < 1.0 and self._random.random() >= self._rate:
             return
         self._sampled += 1
+        if self._pending >= self._max_pending:
+            self._dropped += 1
+            logger.warning(
+                "evaluation: %d samples are waiting for the scorers; one was "
+                "dropped (raise max_pending, or lower sample_rate)",
+                self._pending,
+            )
+            return
+        self._pending += 1
         self._tg.start_soon(self._score, sample)
 
     async def _score(self, sample: EvaluationSample) -> None:
+        try:
+            await self._score_all(sample)
+        finally:
+            self._pending -= 1
+
+    async def _score_all(self, sample: EvaluationSample) -> None:
         scores: dict[str, JSONValue] = {}
         errors: dict[str, str] = {}
         for name, scorer in self._scorers.items():
             async with self._limiter:
                 try:
-                    value = scorer(copy.deepcopy(sample))
-                    if inspect.isawaitable(value):
-                        value = await value
+                    value = await _call(scorer, copy.deepcopy(sample))
                 except Exception as exc:
                     # A broken scorer is counted and logged; runs never see it.
                     self._failed += 1
@@ -211,3 +239,16 @@ class Evaluation(AsyncContextManagerMixin):
             dropped = len(text) - self._max_chars
             text = text[: self._max_chars] + f"[... {dropped} characters dropped]"
         return text
+
+
+async def _call(scorer: Scorer, sample: EvaluationSample) -> JSONValue:
+    """A coroutine function is awaited here; anything else runs in a worker
+    thread (leaving the block while it runs does not wait for it)."""
+    if inspect.iscoroutinefunction(scorer) or inspect.iscoroutinefunction(
+        getattr(scorer, "__call__", None)  # noqa: B004 - an async __call__
+    ):
+        return await scorer(sample)  # type: ignore[no-any-return,misc]
+    value = await anyio.to_thread.run_sync(scorer, sample, abandon_on_cancel=True)
+    if inspect.isawaitable(value):  # a plain function that returned a coroutine
+        value = await value
+    return value

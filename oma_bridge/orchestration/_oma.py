@@ -31,13 +31,18 @@ class OpenMultiAgent:
 
     Args:
         on_progress: Called with each ``ProgressEvent`` (a private copy); may be
-            a coroutine function. What it does cannot change the run.
+            a coroutine function, which is awaited (the run waits for it: keep
+            it quick). What it does to the event cannot change the run, and an
+            exception it raises is logged, not raised.
         evaluation: An open ``Evaluation`` scoring a sample of agent runs.
         max_token_budget: Tokens (input + output) one call may spend.
         max_cost_usd: Dollars one call may spend, where agents report cost.
         max_concurrency: Tasks running at once in ``run_tasks``.
         tracer: An OpenTelemetry tracer; by default the global one when the
             ``otel`` extra is installed, else no tracing.
+
+    Raises:
+        ValueError: ``max_concurrency`` below 1, or a negative budget.
     """
 
     def __init__(
@@ -51,6 +56,12 @@ class OpenMultiAgent:
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        for name, limit in (
+            ("max_token_budget", max_token_budget),
+            ("max_cost_usd", max_cost_usd),
+        ):
+            if limit is not None and limit < 0:
+                raise ValueError(f"{name} must not be negative")
         self.on_progress = on_progress
         self.evaluation = evaluation
         self.max_token_budget = max_token_budget

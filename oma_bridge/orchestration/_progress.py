@@ -4,6 +4,24 @@ Every event is an immutable ``NamedTuple`` with a ``type`` discriminator and the
 ``run_id`` of the ``run_agent`` / ``run_tasks`` / ``run_team`` call it belongs to;
 ``ProgressEvent`` is their union, for ``match``. Each callback receives its own
 deep copy, so nothing a callback does reaches what runs or what is evaluated.
+
+The names are OMA's (``OrchestratorEvent`` in ``packages/core/src/types.ts``)
+and so are the ``agent_start`` payloads of a one-off run (``{"prompt": str}`` or
+``{"messages": [...]}``). Where the shapes differ, on purpose:
+
+- OMA's events are ``{type, agent?, task?, data?}`` with an untyped ``data``;
+  here each type has its own typed fields (``task_id`` is OMA's ``task``), and
+  every event carries the ``run_id``, so several runs can share one handler.
+- A task's final failure is ``task_failed`` (OMA sends ``error`` with the task).
+- Per attempt, ``agent_start``/``agent_complete`` nest inside ``task_start`` and
+  ``task_complete``/``task_failed`` (OMA sends ``task_complete`` first); in a
+  task, ``agent_start``'s payload is the prompt the agent gets (dependencies'
+  outputs, then the description), where OMA passes the task object.
+- ``task_retry`` has OMA's ``attempt``, ``max_attempts`` and delay (in seconds,
+  ``delay_s``, where OMA has ``nextDelayMs``) and the error.
+- ``plan_ready`` is a progress event here (OMA has a trace event and an
+  ``onPlanReady`` hook); ``budget_exceeded`` names the agent (and task) whose
+  reading broke the budget, as OMA's does, plus the usage and the limits.
 """
 
 from __future__ import annotations
@@ -100,33 +118,44 @@ class TaskFailedEvent(NamedTuple):
 
 
 class TaskRetryEvent(NamedTuple):
-    """Attempt ``attempt`` failed with a retryable error; another follows."""
+    """Attempt ``attempt`` (of at most ``max_attempts``) failed with a retryable
+    error; another follows after ``delay_s`` seconds."""
 
     run_id: str
     task_id: str
     agent: str
     attempt: int
+    max_attempts: int
     delay_s: float
     error: str
     type: Literal["task_retry"] = "task_retry"
 
 
 class TaskSkippedEvent(NamedTuple):
-    """A task was not run: a dependency did not complete, or the budget ran out."""
+    """A task was not run: a dependency did not complete, or the budget ran out.
+
+    ``agent`` is the agent it was assigned to.
+    """
 
     run_id: str
     task_id: str
     reason: str
+    agent: str | None = None
     type: Literal["task_skipped"] = "task_skipped"
 
 
 class BudgetExceededEvent(NamedTuple):
-    """The run spent more than its budget; nothing new starts, running work stops."""
+    """The run spent more than its budget; nothing new starts, running work stops.
+
+    ``agent`` and ``task_id`` name the call whose usage reading broke it.
+    """
 
     run_id: str
     usage: TokenUsage
     max_tokens: int | None
     max_cost_usd: float | None
+    agent: str | None = None
+    task_id: str | None = None
     type: Literal["budget_exceeded"] = "budget_exceeded"
 
 

@@ -89,7 +89,11 @@ class Scheduler:
             self._results[task.id] = TaskResult(
                 task.id, task.title, "skipped", self._assigned[task.id], reason=reason
             )
-            await self._ctx.emit(TaskSkippedEvent(self._ctx.run_id, task.id, reason))
+            await self._ctx.emit(
+                TaskSkippedEvent(
+                    self._ctx.run_id, task.id, reason, self._assigned[task.id]
+                )
+            )
         finally:
             self._done[task.id].set()
 
@@ -123,6 +127,7 @@ class Scheduler:
                         task.id,
                         name,
                         attempt,
+                        task.retries + 1,
                         delay,
                         str(result.error),
                     )

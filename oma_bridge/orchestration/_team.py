@@ -8,6 +8,7 @@ quoting the error; a second invalid plan is a ``PlanError``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
@@ -138,22 +139,51 @@ def parse_plan(text: str) -> Plan:
     """
     from pydantic import TypeAdapter, ValidationError
 
-    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.DOTALL)
-    start, end = text.find("{"), text.rfind("}")
-    if fenced is not None:
-        body = fenced.group(1)
-    elif start != -1 and end > start:
-        body = text[start : end + 1]
-    else:
-        raise PlanError("the reply holds no JSON object")
     try:
-        return TypeAdapter(Plan).validate_json(body, strict=True)
+        plan = TypeAdapter(Plan).validate_json(_json_object(text), strict=True)
     except ValidationError as exc:
         problems = [
             f"{'.'.join(map(str, error['loc'])) or 'plan'}: {error['msg']}"
             for error in exc.errors(include_url=False)
         ]
         raise PlanError("; ".join(problems[:10])) from None
+    if not plan.tasks:
+        raise PlanError("tasks: the plan has no tasks; plan at least one")
+    return plan
+
+
+#: Bounds the search for an object in a reply full of braces.
+_MAX_OBJECT_TRIES = 200
+
+
+def _json_object(text: str) -> str:
+    """The plan's JSON text in a reply: a ```json fence, else the first object
+    that parses (preferring one with "tasks"), else the outermost braces (so
+    the validation error says what is wrong with them)."""
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.DOTALL)
+    if fenced is not None:
+        return fenced.group(1)
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end < start:
+        raise PlanError("the reply holds no JSON object")
+    # Models wrap a plan in prose, which may hold braces of its own.
+    decoder = json.JSONDecoder()
+    first = None
+    at = start
+    for _ in range(_MAX_OBJECT_TRIES):
+        try:
+            value, stop = decoder.raw_decode(text, at)
+        except ValueError:
+            pass
+        else:
+            if isinstance(value, dict):
+                if "tasks" in value:
+                    return text[at:stop]
+                first = first or text[at:stop]
+        at = text.find("{", at + 1)
+        if at == -1:
+            break
+    return first or text[start : end + 1]
 
 
 def _roster(team: dict[str, TeamAgent]) -> str:

@@ -292,3 +292,97 @@ def test_the_example_in_the_help_is_a_valid_task_file(tmp_path, monkeypatch):
     assert planner.output_format == "claude-stream-json" and planner.timeout == 300
     assert agents["writer"].capabilities == ("write",)
     assert isinstance(agents["reviewer"].config.backend, AcpBackendConfig)
+
+
+@pytest.mark.parametrize("view", ["live", "jsonl"])
+def test_a_bad_graph_is_refused_before_the_view_draws(tmp_path, view):
+    path = tmp_path / "t.toml"
+    path.write_text(
+        GRAPH.replace('id = "draft"', 'id = "draft"\ndepends_on = ["review"]')
+    )
+    done = cli("--format", view, str(path))
+    assert done.returncode == 2
+    assert done.stdout == ""  # no table of waiting tasks, no JSON line
+    assert done.stderr == (
+        f"oma-bridge: {path}: the tasks depend on each other in a cycle: "
+        "draft -> review -> draft\n"
+    )
+
+
+def test_a_missing_agent_command_exits_127_before_any_task_runs(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text(
+        GRAPH.replace(f"acp = {json.dumps(ACP)}", 'acp = "no-such-acp-agent --x"')
+    )
+    done = cli(str(path))
+    assert done.returncode == 127
+    assert done.stdout == ""  # the draft task did not run first
+    assert done.stderr.startswith(
+        f"oma-bridge: {path}: agents.acp: Cannot start 'no-such-acp-agent': "
+        "command not found. Searched PATH="
+    )
+    assert done.stderr.count("\n") == 1
+
+
+def test_an_agent_no_task_uses_is_not_looked_up(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text(
+        GRAPH.replace('assignee = "acp"', 'assignee = "cli"')
+        + '\n[agents.spare]\nprocess = "no-such-agent"\n'
+    )
+    done = cli(str(path))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    done = cli(str(tmp_path / "nope.toml"))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"oma-bridge: {tmp_path / 'nope.toml'}: cannot read it: "
+        "No such file or directory\n"
+    )
+
+
+def test_the_live_view_prints_a_failure_in_full_after_the_table(tmp_path):
+    path = tmp_path / "t.toml"
+    graph = GRAPH.replace('description = "say:alpha"', 'description = "exit:4"')
+    path.write_text(graph)
+    done = cli("--format", "live", str(path))
+    assert done.returncode == 1
+    table, _, after = done.stdout.partition("draft: failed")
+    assert re.search(r"review\s+│ acp\s+│ skipped", table)  # with its agent
+    # The table cut the error to its first line; the full text follows it.
+    assert "The end of its stderr" not in table
+    assert "exited with code 4" in after and "failing with 4" in after
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [
+        ("max_concurrency = 0", "max_concurrency must be at least 1"),
+        ("max_token_budget = -5", "max_token_budget must not be negative"),
+        ("max_cost_usd = -0.5", "max_cost_usd must not be negative"),
+    ],
+)
+def test_a_limit_out_of_range_is_one_line(tmp_path, limit, message):
+    path = tmp_path / "t.toml"
+    path.write_text(GRAPH.replace("max_token_budget = 100000", limit))
+    done = cli(str(path))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"oma-bridge: {path}: {message}\n"
+
+
+def test_the_live_view_takes_an_error_without_text(capsys):
+    # A user-written backend may fail with an exception whose str() is "".
+    from oma_bridge import BudgetExceededEvent, Task, TaskFailedEvent, TokenUsage
+    from oma_bridge.cli._tasks_view import LiveView
+
+    view = LiveView((Task(id="a", description="x"), Task(id="b", description="y")))
+    with view:
+        view.on_event(TaskFailedEvent("r", "a", "py", "", "RuntimeError", 1))
+        usage = TokenUsage(5, 0)
+        view.on_event(BudgetExceededEvent("r", usage, 1, None, "py", "b"))
+    out = capsys.readouterr().out
+    assert re.search(r"│ a\s+│\s+│ failed", out)
+    assert "budget exceeded by py" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import pytest
 
@@ -28,7 +30,7 @@ async def test_sync_and_async_scorers_are_counted_and_recorded():
         oma = OpenMultiAgent(evaluation=evaluation)
         await oma.run_agent(agent(), "one")
         await oma.run_agent(agent(), "two")
-    assert evaluation.stats() == (2, 4, 2)
+    assert evaluation.stats() == (2, 4, 2, 0)
     records = evaluation.records()
     assert [r.scores for r in records] == [{"ok": True, "length": 15}] * 2
     assert records[0].errors == {"broken": "ValueError: no score today"}
@@ -54,10 +56,65 @@ async def test_scoring_delays_neither_the_result_nor_the_dependents():
             oma = OpenMultiAgent(on_progress=progress, evaluation=evaluation)
             result = await oma.run_tasks(tasks, {"py": agent()})
             assert result.success and scored == []
-            assert evaluation.stats() == (2, 0, 0)
+            assert evaluation.stats() == (2, 0, 0, 0)
             release.set()
     assert sorted(scored) == ["a", "b"]
-    assert evaluation.stats() == (2, 2, 0)
+    assert evaluation.stats() == (2, 2, 0, 0)
+
+
+async def test_a_blocking_sync_scorer_runs_off_the_event_loop():
+    # If it ran on the loop, the graph could not go on until it gave up
+    # waiting, and it would have scored before run_tasks returned.
+    release, scored = threading.Event(), []
+
+    def blocking(sample):
+        release.wait(WAIT)
+        scored.append(sample.task_id)
+        return 1
+
+    tasks = [
+        Task(id="a", description="x"),
+        Task(id="b", description="y", depends_on=["a"]),
+    ]
+    with anyio.fail_after(WAIT):
+        async with Evaluation({"blocking": blocking}) as evaluation:
+            oma = OpenMultiAgent(evaluation=evaluation)
+            result = await oma.run_tasks(tasks, {"py": agent()})
+            assert result.success and scored == []
+            release.set()
+    assert sorted(scored) == ["a", "b"]
+    assert evaluation.stats() == (2, 2, 0, 0)
+
+
+async def test_samples_waiting_beyond_max_pending_are_dropped_and_counted(caplog):
+    release = anyio.Event()
+
+    async def slow(sample):
+        await release.wait()
+        return 1
+
+    with anyio.fail_after(WAIT):
+        async with Evaluation({"slow": slow}, max_pending=2) as evaluation:
+            oma = OpenMultiAgent(evaluation=evaluation)
+            for i in range(5):
+                await oma.run_agent(agent(), f"run {i}")
+            assert evaluation.stats() == (5, 0, 0, 3)
+            release.set()
+    assert evaluation.stats() == (5, 2, 0, 3)
+    assert len(evaluation.records()) == 2
+    assert "one was dropped" in caplog.text
+
+
+async def test_records_are_bounded_too():
+    ev = Evaluation({"one": lambda s: 1}, max_records=3, store_payloads="full")
+    async with ev:
+        oma = OpenMultiAgent(evaluation=ev)
+        for i in range(5):
+            await oma.run_agent(agent(), f"run {i}")
+    assert ev.stats().scored == 5
+    # The first scored were dropped (scorers finish in any order).
+    kept = {r.input for r in ev.records()}
+    assert len(kept) == 3 and kept < {f"run {i}" for i in range(5)}
 
 
 @pytest.mark.parametrize(("rate", "sampled"), [(0.0, 0), (1.0, 8)])
@@ -66,7 +123,7 @@ async def test_only_a_sample_of_runs_is_scored(rate, sampled):
         oma = OpenMultiAgent(evaluation=evaluation)
         for i in range(8):
             await oma.run_agent(agent(), f"run {i}")
-    assert evaluation.stats() == (sampled, sampled, 0)
+    assert evaluation.stats() == (sampled, sampled, 0, 0)
 
 
 async def test_a_seeded_partial_sample_is_reproducible():
@@ -114,6 +171,16 @@ async def test_full_payloads_keep_content_and_serialize_messages():
     )
     assert record.output == "python saw: look"
     assert seen[0].input == messages  # the scorer sees the messages themselves
+
+
+async def test_full_payloads_are_bounded_too():
+    big = AgentConfig(name="py", backend=PythonBackend(reply=lambda p: "w" * 10000))
+    ev = Evaluation({"one": lambda s: 1}, store_payloads="full", max_payload_chars=50)
+    async with ev:
+        await OpenMultiAgent(evaluation=ev).run_agent(big, "x" * 80)
+    (record,) = ev.records()
+    assert record.input == "x" * 50 + "[... 30 characters dropped]"
+    assert record.output == "w" * 50 + "[... 9950 characters dropped]"
 
 
 def test_bad_settings_are_refused():

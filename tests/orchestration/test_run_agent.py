@@ -57,7 +57,7 @@ async def test_a_string_run_keeps_the_prompt_payload_and_is_evaluated_as_the_str
     assert start.run_id == complete.run_id
     assert [s.input for s in samples] == ["hi"]
     assert samples[0].run_id == start.run_id
-    assert evaluation.stats() == (1, 1, 0)
+    assert evaluation.stats() == (1, 1, 0, 0)
 
 
 async def test_progress_callbacks_cannot_change_what_runs_or_is_evaluated():
@@ -108,7 +108,9 @@ async def test_a_budget_stops_a_run_that_spends_too_much():
     assert result.error is not None and result.error.code == "BUDGET_EXCEEDED"
     assert result.token_usage == TokenUsage(600, 500)
     assert progress.types() == ["agent_start", "budget_exceeded", "agent_complete"]
-    assert progress.of("budget_exceeded")[0].usage == TokenUsage(600, 500)
+    (stop,) = progress.of("budget_exceeded")
+    assert stop.usage == TokenUsage(600, 500)
+    assert (stop.agent, stop.task_id) == ("py", None)
 
 
 def spends_then_hangs():
@@ -122,3 +124,16 @@ async def test_an_evaluation_must_be_open():
     with pytest.raises(RuntimeError, match="async with"):
         await oma.run_agent(AgentConfig(name="py", backend=backend), "hi")
     assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_concurrency": 0}, "max_concurrency must be at least 1"),
+        ({"max_token_budget": -1}, "max_token_budget must not be negative"),
+        ({"max_cost_usd": -0.01}, "max_cost_usd must not be negative"),
+    ],
+)
+def test_limits_out_of_range_are_refused(limits, message):
+    with pytest.raises(ValueError, match=message):
+        OpenMultiAgent(**limits)

@@ -133,18 +133,27 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
     assert broken.attempts == 1 and isinstance(broken.error, BackendExitError)
     assert broken.error.exit_code == 3
     assert result["report"].reason == "dependency 'broken' failed"
+    skipped = {e.task_id: e for e in progress.of("task_skipped")}
+    assert skipped["report"]._asdict() == {
+        "run_id": result.run_id, "task_id": "report",
+        "reason": "dependency 'broken' failed", "agent": "cli",
+        "type": "task_skipped",
+    }  # fmt: skip
     assert result["report"].attempts == 0
     # The retry: a retryable failure, then success.
     assert result["flaky"].attempts == 2
     assert result["flaky"].output == "second time lucky"
     (retry,) = progress.of("task_retry")
-    assert (retry.task_id, retry.attempt) == ("flaky", 1)
+    assert (retry.task_id, retry.agent, retry.attempt) == ("flaky", "cli", 1)
+    assert (retry.max_attempts, retry.delay_s) == (3, 0)
+    assert "exited with code 1" in retry.error
     # The budget stop: the spender's report broke it; the tree was killed.
     assert result["spend"].error.code == "BUDGET_EXCEEDED"
     assert result["long"].error.code == "BUDGET_EXCEEDED"
     assert result["after"].reason == "dependency 'spend' cancelled"
     (stop,) = progress.of("budget_exceeded")
     assert stop.usage.input_tokens >= 5050 and stop.max_tokens == 1000
+    assert (stop.agent, stop.task_id) == ("spender", "spend")  # who broke it
     assert result.usage.input_tokens >= 5050
     assert_tree_ends(pidfile)
     # Every event belongs to this run.
@@ -345,3 +354,35 @@ async def test_cancelling_run_tasks_from_outside_kills_running_trees(tmp_path):
     finally:
         os.close(fd)
     assert_tree_ends(pidfile)
+
+
+async def test_a_budget_stop_during_a_retry_backoff_ends_it_without_a_retry(tmp_path):
+    progress, on_progress, event = gates()
+
+    async def once_flaky_waits_to_retry():
+        await event("task_retry", "flaky").wait()
+
+    spender = PythonBackend(usage=TokenUsage(5000, 0), before=once_flaky_waits_to_retry)
+    agents = {
+        "cli": worker("cli"),
+        "spender": AgentConfig(name="spender", backend=spender),
+    }
+    tasks = [
+        # A retryable failure, then a wait of 30-60 s before the retry.
+        Task(
+            id="flaky",
+            description=f"flaky:{tmp_path / 'f'};say:ok",
+            assignee="cli",
+            retries=3,
+            retry_backoff=60,
+        ),
+        Task(id="spend", description="spend", assignee="spender"),
+    ]
+    oma = OpenMultiAgent(on_progress=on_progress, max_token_budget=1000)
+    with anyio.fail_after(WAIT):  # shorter than the backoff: it was cut short
+        result = await oma.run_tasks(tasks, agents)
+    flaky = result["flaky"]
+    assert flaky.status == "failed" and flaky.attempts == 1
+    assert flaky.error.code == "BACKEND_EXIT"
+    assert [e.attempt for e in progress.of("task_start") if e.task_id == "flaky"] == [1]
+    assert result.budget_exceeded

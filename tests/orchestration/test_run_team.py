@@ -121,3 +121,46 @@ async def test_a_structured_goal_is_refused_before_anything():
             coordinator=coordinator(),
         )
     assert progress.events == []
+
+
+async def test_an_empty_plan_is_invalid_and_gets_the_repair_request():
+    python, progress = PythonBackend(), Recorder()
+    oma = OpenMultiAgent(on_progress=progress)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_team(
+            "goal", team(python), coordinator=coordinator("--empty-first")
+        )
+    assert result.success and len(result.plan.tasks) == 2
+    asked = [
+        e.payload["prompt"] for e in progress.of("agent_start") if e.agent == "lead"
+    ]
+    assert "Your plan was not valid: tasks: the plan has no tasks" in asked[1]
+
+
+async def test_a_plan_between_sentences_with_braces_is_found_first_time():
+    python, progress = PythonBackend(), Recorder()
+    oma = OpenMultiAgent(on_progress=progress)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_team(
+            "goal", team(python), coordinator=coordinator("--chatty")
+        )
+    assert result.success and [t.id for t in result.plan.tasks] == ["research", "write"]
+    asked = [e for e in progress.of("agent_start") if e.agent == "lead"]
+    assert len(asked) == 2  # plan, answer: no repair was needed
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ("I would start by reading the code.", "the reply holds no JSON object"),
+        ('{"tasks": [{"id": "a"}]} or {"x": 1}', "tasks.0.description: Field required"),
+        ("{not json}", "plan: Invalid JSON"),
+        ('{"steps": []}', "tasks: Field required; steps: Unexpected keyword argument"),
+    ],
+)  # fmt: skip
+def test_what_a_reply_without_a_valid_plan_is_told(reply, message):
+    from oma_bridge.orchestration._team import parse_plan
+
+    with pytest.raises(PlanError) as caught:
+        parse_plan(reply)
+    assert str(caught.value).startswith(message)

@@ -97,3 +97,27 @@ def test_without_opentelemetry_runs_import_nothing_and_still_work():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "python saw: hi ['opentelemetry']"
+
+
+async def test_a_team_run_is_one_trace_planning_running_and_answering(exporter):
+    from .test_run_team import coordinator, team
+
+    oma = OpenMultiAgent(tracer=exporter.tracer)
+    result = await oma.run_team(
+        "goal", team(PythonBackend()), coordinator=coordinator()
+    )
+    spans = exporter.get_finished_spans()
+    (root,) = [s for s in spans if s.parent is None]
+    assert root.name == "oma.run_team"
+    assert root.attributes["oma.run_id"] == result.run_id
+    assert root.status.status_code is StatusCode.OK
+    children = [
+        s for s in spans if s.parent and s.parent.span_id == root.context.span_id
+    ]
+    # The plan, the graph, the final answer: in that order.
+    assert [(s.name, s.attributes.get("oma.agent")) for s in children] == [
+        ("oma.agent", "lead"),
+        ("oma.run_tasks", None),
+        ("oma.agent", "lead"),
+    ]
+    assert {s.attributes["oma.run_id"] for s in spans} == {result.run_id}

@@ -1,9 +1,11 @@
 """An offline coordinator for run_team tests: answers by what its prompt asks.
 
-Usage: coordinator.py [--malformed-first | --always-malformed]. Asked for a plan,
-it prints a plan for the agents "cli" (tests/peers/worker.py) and "py"; with a
-flag, a malformed one first (or always). Asked for the final answer, it prints
-"final answer from:" and the task outputs it was given.
+Usage: coordinator.py [--malformed-first | --always-malformed | --empty-first |
+--chatty]. Asked for a plan, it prints a plan for the agents "cli"
+(tests/peers/worker.py) and "py"; with a flag, a malformed one first (or always),
+an empty one first, or the plan between sentences holding braces of their own.
+Asked for the final answer, it prints "final answer from:" and the task outputs
+it was given.
 """
 
 import json
@@ -39,7 +41,11 @@ if "Write the final answer" in prompt:
 elif "Your plan was not valid" in prompt and mode != "--always-malformed":
     print(json.dumps(PLAN))
 elif "Reply with only a JSON object" in prompt:
-    if mode:
+    if mode == "--empty-first":
+        print('{"tasks": []}')
+    elif mode == "--chatty":
+        print("Sure {goal}! Plan: " + json.dumps(PLAN) + " Hope {this} helps.")
+    elif mode:
         print("Here is my plan:\n" + json.dumps(MALFORMED))
     else:
         print("```json\n" + json.dumps(PLAN, indent=2) + "\n```")
