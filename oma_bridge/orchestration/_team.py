@@ -138,10 +138,10 @@ def parse_plan(text: str) -> Plan:
     """
     from pydantic import TypeAdapter, ValidationError
 
-    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.DOTALL)
+    fenced = _fenced(text)
     start, end = text.find("{"), text.rfind("}")
     if fenced is not None:
-        body = fenced.group(1)
+        body = fenced
     elif start != -1 and end > start:
         body = text[start : end + 1]
     else:
@@ -154,6 +154,24 @@ def parse_plan(text: str) -> Plan:
             for error in exc.errors(include_url=False)
         ]
         raise PlanError("; ".join(problems[:10])) from None
+
+
+_FENCE_OPEN = re.compile(r"```(?:json)?\s*\{")
+_FENCE_CLOSE = re.compile(r"\}\s*```")
+
+
+def _fenced(text: str) -> str | None:
+    """From the ``{`` of the first fence to the ``}`` of the last one after
+    it. Two searches in linear time: one pattern ``{.*}`` between fences
+    backtracks quadratically on a reply of many unclosed fences (hours for a
+    16 MiB one)."""
+    opening = _FENCE_OPEN.search(text)
+    if opening is None:
+        return None
+    last = -1
+    for closing in _FENCE_CLOSE.finditer(text, opening.end() - 1):
+        last = closing.start()
+    return None if last < 0 else text[opening.end() - 1 : last + 1]
 
 
 def _roster(team: dict[str, TeamAgent]) -> str:
