@@ -307,3 +307,16 @@ def test_a_reply_of_many_unclosed_fences_is_refused_in_linear_time() -> None:
     # default output cap) took hours. Now two linear searches, ~0.1 s.
     with pytest.raises(PlanError, match="the reply holds no JSON object"):
         parse_plan("```{" * 4_000_000)
+
+
+def test_a_session_that_cannot_be_recorded_costs_the_name_not_the_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oma_bridge.cli._sessions import _record
+
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the state directory should be")
+    _record(SessionStore(str(blocker / "sessions.json")), KEY, "s-1")
+    said = capsys.readouterr().err
+    assert said.startswith("oma-bridge: session 'fix' (s-1) was not recorded: ")
+    assert said.count("\n") == 1
