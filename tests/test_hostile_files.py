@@ -320,3 +320,23 @@ def test_a_session_that_cannot_be_recorded_costs_the_name_not_the_answer(
     said = capsys.readouterr().err
     assert said.startswith("oma-bridge: session 'fix' (s-1) was not recorded: ")
     assert said.count("\n") == 1
+
+
+def test_a_fifo_in_place_of_the_sessions_file_is_refused_without_blocking(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.json"
+    os.mkfifo(path)  # nobody will ever write to it: a read would block for ever
+    with pytest.raises(SessionFileError, match="not a regular file"):
+        SessionStore(str(path)).entries()
+
+
+def test_a_task_file_may_be_a_pipe(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as writer:
+        writer.write('[agents.a]\nprocess = "cat"\n[[tasks]]\nid = "t"\n')
+        writer.write('description = "d"\n')
+    try:
+        assert [task.id for task in load_tasks(f"/dev/fd/{read}").tasks] == ["t"]
+    finally:
+        os.close(read)

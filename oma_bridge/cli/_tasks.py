@@ -182,7 +182,7 @@ def load(path: str) -> TaskFile:
     from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:
-        data = read_capped(path)
+        data = read_capped(path, regular=False)  # `tasks <(script)` works
         raw = loads_json(data) if path.endswith(".json") else loads_toml(data)
     except ValueError as exc:  # too large, not UTF-8, not JSON/TOML, too deep
         raise ValueError(f"{path}: {exc}") from None

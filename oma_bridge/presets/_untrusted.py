@@ -19,14 +19,29 @@ __all__ = ("MAX_FILE_BYTES", "loads_json", "loads_toml", "read_capped")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
-def read_capped(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+def read_capped(
+    path: str, limit: int = MAX_FILE_BYTES, *, regular: bool = True
+) -> bytes:
     """The bytes of ``path``, at most ``limit`` of them.
+
+    Args:
+        regular: Refuse anything but a regular file (a FIFO would block the
+            read for ever); False for a file the user names on the command
+            line, which may be a pipe (``tasks <(make-tasks)``).
 
     Raises:
         OSError: it cannot be read.
-        ValueError: it is larger than ``limit`` (read no further than that).
+        ValueError: it is larger than ``limit`` (read no further than that),
+            or not a regular file.
     """
-    with open(path, "rb") as file:
+    import os
+    import stat
+
+    # O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+    fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if regular else 0))
+    with open(fd, "rb") as file:
+        if regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file; not read")
         data = file.read(limit + 1)
     if len(data) > limit:
         raise ValueError(f"larger than {limit} bytes; not read")
