@@ -41,6 +41,7 @@ from ..bridge import (
     OmaBridgeError,
     TextEvent,
 )
+from ._exit import held_open
 from ._proc import (
     EXIT_UNKNOWN,
     Child,
@@ -127,6 +128,7 @@ class PtySession:
         self.returncode: int | None = None
         self._exited_at: float | None = None
         self._eof = self.truncated = self.completed = False
+        self.left_behind = ""  # a descendant kept the terminal open: said here
         self._timed_out = self._aborted = False
         self._failure: OmaBridgeError | None = None
         self.over = False
@@ -309,11 +311,20 @@ class PtySession:
                 return Step.WAIT_EXIT
             # Gone, and its output read (or held open by a descendant past the
             # grace): kill what is left of its group, reap it.
+            if not self._eof:
+                self._held_open()
             end_stop((child,))
             assert child.returncode is not None
             self.stopped(child.returncode)
             return Step.FINISH
         return Step.IO
+
+    def _held_open(self) -> None:
+        import logging  # only on this rare path
+
+        self.left_behind = held_open("terminal", self.kill_grace)
+        logger = logging.getLogger("oma_bridge.backends.pty")
+        logger.warning("%r: %s", self.config.command, self.left_behind)
 
     def wait_limit(self, now: float) -> float:
         """How long a ``WAIT_EXIT`` may wait."""
@@ -380,4 +391,5 @@ class PtySession:
         if code == 0 or (code == EXIT_UNKNOWN and not self._aborted):
             return None  # (a host ignoring SIGCHLD loses every status)
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
-        return exit_error(command, code, self._tail.text(secret_values(env)))
+        tail = self._tail.text(secret_values(env))
+        return exit_error(command, code, tail, left_behind=self.left_behind)

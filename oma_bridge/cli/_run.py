@@ -36,7 +36,12 @@ from ._main import (
     HelpFormatter,
     fail,
 )
-from ._sessions import add_session_option, run_in_session, session_key
+from ._sessions import (
+    SessionFileError,
+    add_session_option,
+    run_in_session,
+    session_key,
+)
 from ._signals import Termination
 
 if TYPE_CHECKING:
@@ -110,7 +115,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(
             f"stopped by {name}; the agent was stopped", 128 + termination.signum
         )
-    except OmaBridgeError as exc:  # rejected at the boundary: nothing was started
+    except (OmaBridgeError, SessionFileError) as exc:  # nothing was started
         return fail(str(exc))
     if args.format == "json":
         _write_json(_result_json(result))

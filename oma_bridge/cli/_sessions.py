@@ -44,6 +44,10 @@ def state_file() -> str:
     return os.path.join(base, "oma-bridge", "sessions.json")
 
 
+class SessionFileError(ValueError):
+    """The sessions file cannot be read or is not one (it is left untouched)."""
+
+
 class SessionStore:
     """The named sessions file: read whole, changed under a lock, written
     atomically (a temporary file renamed over it), so two runs at once lose
@@ -53,21 +57,32 @@ class SessionStore:
         self.path = path or state_file()
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every recorded session, as stored (a missing file holds none)."""
-        import json
+        """Every recorded session, as stored (a missing file holds none).
+
+        Raises:
+            SessionFileError: the file cannot be read or is not a sessions file. It
+                is left as it is (never overwritten): the message names it and
+                says to fix or remove it.
+        """
+        from ..presets._untrusted import loads_json, read_capped
 
         try:
-            with open(self.path, encoding="utf-8") as file:
-                data = json.load(file)
+            data = loads_json(read_capped(self.path))
         except FileNotFoundError:
             return []
         except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"cannot read the named sessions in {self.path}: {exc}; fix or "
-                "remove that file"
-            ) from exc
-        found = data.get("sessions") if isinstance(data, dict) else None
-        return [e for e in found if isinstance(e, dict)] if found else []
+            raise SessionFileError(self._corrupt(str(exc))) from None
+        found = data.get("sessions", []) if isinstance(data, dict) else None
+        # Writing back a file we did not understand would lose what it held.
+        if not isinstance(found, list) or not all(isinstance(e, dict) for e in found):
+            raise SessionFileError(self._corrupt('expected {"sessions": [{...}, ...]}'))
+        return found
+
+    def _corrupt(self, why: str) -> str:
+        return (
+            f"cannot read the named sessions in {self.path}: {why}; fix or remove "
+            "that file (it is left as it is)"
+        )
 
     def get(self, key: SessionKey) -> str | None:
         for entry in self.entries():
@@ -173,10 +188,17 @@ def run_in_session(
     on_event: Callable[[StreamEvent], object] | None,
     store: SessionStore | None = None,
 ) -> AgentRunResult:
-    """Run ``prompt`` in the named session, loading and recording it."""
+    """Run ``prompt`` in the named session, loading and recording it.
+
+    Raises:
+        SessionFileError: the sessions file is unreadable (before anything
+            starts).
+    """
     import anyio
 
-    return anyio.run(_run, key, config, prompt, on_event, store or SessionStore())
+    store = store or SessionStore()
+    known = store.get(key)
+    return anyio.run(_run, key, config, prompt, on_event, store, known)
 
 
 async def _run(
@@ -185,11 +207,11 @@ async def _run(
     prompt: str,
     on_event: Callable[[StreamEvent], object] | None,
     store: SessionStore,
+    known: str | None,
 ) -> AgentRunResult:
     from .. import Agent, AgentRunResult, DoneEvent, ErrorEvent, OmaBridgeError
 
     async with Agent(config) as agent:
-        known = store.get(key)
         if known is not None:
             try:
                 await _load(agent, key, known)
@@ -204,9 +226,21 @@ async def _run(
                     result = event.result
         session_id = agent.session_id
         if session_id not in (None, known) and _can_load(agent, key):
-            store.record(key, session_id)
+            _record(store, key, session_id)
     assert result is not None, "the stream ends with a terminal event"
     return result
+
+
+def _record(store: SessionStore, key: SessionKey, session_id: str) -> None:
+    """Record the session; a file that broke meanwhile (or a full disk) costs
+    the name, not the run's answer: said on stderr."""
+    try:
+        store.record(key, session_id)
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(
+            f"oma-bridge: session {key.name!r} ({session_id}) was not recorded: {exc}\n"
+        )
+        sys.stderr.flush()
 
 
 def _can_load(agent: Agent, key: SessionKey) -> bool:

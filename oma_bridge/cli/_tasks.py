@@ -240,15 +240,13 @@ def load(path: str) -> TaskFile:
     # building the parser for `oma-bridge --help` must not load the library.
     from .. import Task  # noqa: F401
     from ..presets._config import OutputFormat  # noqa: F401
-
-    with open(path, "rb") as f:
-        data = f.read()
-    from ..presets._toml import loads as toml_loads
+    from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:
-        raw = json.loads(data) if path.endswith(".json") else toml_loads(data.decode())
-    except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, UnicodeError
-        raise ValueError(f"{path}: not valid {_kind(path)}: {exc}") from None
+        data = read_capped(path, regular=False)  # `tasks <(script)` works
+        raw = loads_json(data) if path.endswith(".json") else loads_toml(data)
+    except ValueError as exc:  # too large, not UTF-8, not JSON/TOML, too deep
+        raise ValueError(f"{path}: {exc}") from None
     try:
         # Strict types, checked as JSON: "3" is not a number, and a TOML array
         # may still fill a tuple (strict Python validation would refuse a list).
@@ -259,10 +257,6 @@ def load(path: str) -> TaskFile:
         where = ".".join(map(str, error["loc"])) or "the file"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ValueError(f"{path}: {where}: {error['msg']}{more}") from None
-
-
-def _kind(path: str) -> str:
-    return "JSON" if path.endswith(".json") else "TOML"
 
 
 def team_agents(path: str, spec: TaskFile) -> dict[str, TeamAgent]:

@@ -174,9 +174,11 @@ def check_graph(tasks: Sequence[Task], team: Mapping[str, TeamAgent]) -> dict[st
             )
         if task.id in ids:
             raise TaskGraphError(f"two tasks have the id {task.id!r}")
-        if task.retries < 0 or task.retry_backoff < 0:
+        # NaN and infinity fail the comparison: an infinite backoff never retries.
+        if task.retries < 0 or not 0 <= task.retry_backoff < float("inf"):
             raise TaskGraphError(
-                f"task {task.id!r}: retries and retry_backoff must not be negative"
+                f"task {task.id!r}: retries and retry_backoff must not be negative "
+                "(retry_backoff: a finite number of seconds)"
             )
         ids.add(task.id)
     for task in tasks:

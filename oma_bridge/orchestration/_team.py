@@ -160,9 +160,9 @@ def _json_object(text: str) -> str:
     """The plan's JSON text in a reply: a ```json fence, else the first object
     that parses (preferring one with "tasks"), else the outermost braces (so
     the validation error says what is wrong with them)."""
-    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.DOTALL)
+    fenced = _fenced(text)
     if fenced is not None:
-        return fenced.group(1)
+        return fenced
     start, end = text.find("{"), text.rfind("}")
     if start == -1 or end < start:
         raise PlanError("the reply holds no JSON object")
@@ -184,6 +184,24 @@ def _json_object(text: str) -> str:
         if at == -1:
             break
     return first or text[start : end + 1]
+
+
+_FENCE_OPEN = re.compile(r"```(?:json)?\s*\{")
+_FENCE_CLOSE = re.compile(r"\}\s*```")
+
+
+def _fenced(text: str) -> str | None:
+    """From the ``{`` of the first fence to the ``}`` of the last one after
+    it. Two searches in linear time: one pattern ``{.*}`` between fences
+    backtracks quadratically on a reply of many unclosed fences (hours for a
+    16 MiB one)."""
+    opening = _FENCE_OPEN.search(text)
+    if opening is None:
+        return None
+    last = -1
+    for closing in _FENCE_CLOSE.finditer(text, opening.end() - 1):
+        last = closing.start()
+    return None if last < 0 else text[opening.end() - 1 : last + 1]
 
 
 def _roster(team: dict[str, TeamAgent]) -> str:

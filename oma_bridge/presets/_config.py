@@ -132,14 +132,14 @@ def config_files(cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
 
 def _read(path: Path, prefix: tuple[str, ...]) -> dict[str, Any] | None:
     """The table of ``path`` below ``prefix`` (None when absent)."""
-    from ._toml import TOMLDecodeError, loads
+    from ._untrusted import loads_toml, read_capped
 
     try:
-        data: Any = loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        data: Any = loads_toml(read_capped(str(path)))
+    except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc})") from None
-    except TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError as exc:  # too large, not UTF-8, not TOML, too deep
+        raise ValueError(f"{path}: {exc}") from None
     for key in prefix:
         if not isinstance(data, dict) or key not in data:
             return None

@@ -42,6 +42,12 @@ def key_path(prefix: Sequence[str | int], loc: Iterable[str | int]) -> str:
     return text
 
 
+def _shown(value: object) -> str:
+    """The value the file gave, cut short: a message is one readable line."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def _what(error: ErrorDetails, known_keys: Sequence[str]) -> str:
     kind = error["type"]
     if kind in _UNKNOWN:
@@ -49,10 +55,10 @@ def _what(error: ErrorDetails, known_keys: Sequence[str]) -> str:
         return f"unknown key{hint}"
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
-        return f"expected {expected}, got {error['input']!r}"
+        return f"expected {expected}, got {_shown(error['input'])}"
     if kind in _EXPECTED:
         said = _EXPECTED[kind]
-        return said if kind == "missing" else f"{said}, got {error['input']!r}"
+        return said if kind == "missing" else f"{said}, got {_shown(error['input'])}"
     return f"{error['msg'][0].lower()}{error['msg'][1:]}"
 
 

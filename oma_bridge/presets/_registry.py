@@ -11,6 +11,7 @@ downloaded to run it).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ __all__ = (
 )
 
 REGISTRY_URL = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
+logger = logging.getLogger(__name__)
 #: Overrides the address ``--update`` downloads from (a mirror, or a test).
 URL_VARIABLE = "OMA_BRIDGE_REGISTRY_URL"
 _IGNORE_NEW_KEYS = {"extra": "ignore"}  # the format grows; unknown keys are skipped
@@ -149,18 +151,22 @@ def parse_registry(data: object, source: str) -> Registry:
 
 def load_registry() -> tuple[Registry, str]:
     """The downloaded registry if there is a readable one, else the snapshot;
-    with where it came from."""
-    import json
+    with where it came from. A broken download is skipped with a WARNING that
+    names it (``--update`` again replaces it)."""
+    from ._untrusted import loads_json, read_capped
 
     cached = cache_path()
     try:
-        return parse_registry(json.loads(cached.read_bytes()), str(cached)), str(cached)
-    except (OSError, ValueError):
-        pass  # none downloaded (or a broken download): the snapshot serves
+        data = loads_json(read_capped(str(cached)))
+        return parse_registry(data, str(cached)), str(cached)
+    except FileNotFoundError:
+        pass  # none downloaded: the snapshot serves
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: %s; using the snapshot oma-bridge ships", cached, exc)
     from importlib.resources import files
 
     snapshot = files(__package__).joinpath("registry.json")
-    return parse_registry(json.loads(snapshot.read_bytes()), "registry.json"), (
+    return parse_registry(loads_json(snapshot.read_bytes()), "registry.json"), (
         "the snapshot shipped with oma-bridge"
     )
 
@@ -190,24 +196,30 @@ def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:
             answered with an error); the message says so.
         ValueError: what came back is not a registry.
     """
-    import json
     import urllib.error
     import urllib.request
+
+    from ._untrusted import MAX_FILE_BYTES, loads_json
 
     url = url or os.environ.get(URL_VARIABLE) or REGISTRY_URL
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            body: bytes = response.read()
+            # One byte past the cap tells an endless or huge answer.
+            body: bytes = response.read(MAX_FILE_BYTES + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ConnectionError(
             f"could not download the ACP registry from {url} ({reason}); updating "
             "needs a network connection. The registry in use is unchanged."
         ) from None
+    if len(body) > MAX_FILE_BYTES:
+        raise ValueError(
+            f"{url}: larger than {MAX_FILE_BYTES} bytes; registry unchanged"
+        )
     try:
-        data: Any = json.loads(body)
+        data: Any = loads_json(body)
     except ValueError as exc:
-        raise ValueError(f"{url}: not JSON ({exc}); registry unchanged") from None
+        raise ValueError(f"{url}: {exc}; registry unchanged") from None
     parse_registry(data, url)
     target = cache_path()
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -406,3 +406,27 @@ def test_a_failed_tool_call_is_reported_as_failed(name: str) -> None:
     assert record.status == "failed"
     # A tool that failed is the agent's business: the run itself goes on.
     assert parser.error is None
+
+
+# Every number of a recorded stream replaced by one a CLI (or an attacker
+# writing on its stdout) could print: the numbers that do not fit a count or a
+# cost are dropped, never an OverflowError or an Infinity in the result.
+HOSTILE_NUMBERS = [b"1e999999", b"-1e999999", b"NaN", b"9" * 4000, b"-5", b"true"]
+
+
+@pytest.mark.parametrize("number", HOSTILE_NUMBERS, ids=lambda n: n[:10].decode())
+@pytest.mark.parametrize("name", FORMATS)
+def test_numbers_out_of_range_never_crash_and_never_reach_the_usage(
+    name: str, number: bytes
+) -> None:
+    import re
+
+    data = re.sub(rb"(?<=:) ?-?\d+(\.\d+)?(?=[,}\]])", number, stream(name))
+    assert data != stream(name)
+    parser, events = parse(name, data)
+    usage = parser.usage
+    assert 0 <= usage.input_tokens < 2**63 and 0 <= usage.output_tokens < 2**63
+    assert usage.cost is None or 0 <= usage.cost < float("inf")
+    json.dumps([usage.input_tokens, usage.output_tokens, usage.cost], allow_nan=False)
+    assert parser.malformed == 0  # still JSON objects: read, numbers dropped
+    assert of(events, TextEvent) == of(parse(name, stream(name))[1], TextEvent)

@@ -216,3 +216,18 @@ def test_a_text_run_does_not_load_the_parsers() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_huge_line_past_the_cap_is_one_malformed_line_not_a_crash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    data = stream("codex-json")
+    huge = b'{"type": "item.completed", "item": {"text": "' + b"x" * 4_000_000
+    run = core("codex-json", max_output_bytes=len(data) + 65536)
+    run.feed_stdout(data + huge + b'"}}\n')  # the line never ends within the cap
+    result = end(run).result
+    assert result.success and result.output_truncated
+    assert result.output.startswith("README.md has 42 lines.")
+    assert len(result.output) < 200
+    (record,) = caplog.records
+    assert "1 line(s) of its codex-json output were not JSON" in record.getMessage()

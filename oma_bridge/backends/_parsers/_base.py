@@ -61,14 +61,26 @@ def as_str(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
 
 
+#: Above any real count or cost; a CLI's JSON can hold 4,000-digit integers.
+_MAX_COUNT = 2**63
+
+
 def as_int(value: JSONValue) -> int:
-    # bool is an int to Python, not a count.
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A count: a non-negative int below 2**63, else 0 (bool is an int to
+    Python, not a count)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value < _MAX_COUNT else 0
+    return 0
 
 
 def as_cost(value: JSONValue) -> float | None:
+    """A cost in dollars: a finite, non-negative number, else None. ``1e999999``
+    is infinity to ``json``, and a huge int overflows ``float``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        if isinstance(value, int) and not 0 <= value < _MAX_COUNT:
+            return None
+        cost = float(value)
+        return cost if 0 <= cost < float("inf") else None  # NaN fails both
     return None
 
 

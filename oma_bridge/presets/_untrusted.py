@@ -1,0 +1,107 @@
+"""Reading the JSON and TOML files a user or a server hands us: config files,
+task files, the sessions state file, the ACP registry, a coordinator's plan.
+
+Each is read up to ``MAX_FILE_BYTES`` and decoded as UTF-8; anything wrong
+with it is one ``ValueError`` whose message says what (the caller puts the file
+name in front), never a ``RecursionError`` from nesting 100,000 deep, Python's
+advice about ``sys.set_int_max_str_digits``, or an infinity that would later be
+written out as ``Infinity`` (not JSON).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ("MAX_FILE_BYTES", "loads_json", "loads_toml", "read_capped")
+
+#: The largest file read (4 MiB): far above any real config, task or state
+#: file, and a TOML file this size still parses in about 2.5 seconds.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+def read_capped(
+    path: str, limit: int = MAX_FILE_BYTES, *, regular: bool = True
+) -> bytes:
+    """The bytes of ``path``, at most ``limit`` of them.
+
+    Args:
+        regular: Refuse anything but a regular file (a FIFO would block the
+            read for ever); False for a file the user names on the command
+            line, which may be a pipe (``tasks <(make-tasks)``).
+
+    Raises:
+        OSError: it cannot be read.
+        ValueError: it is larger than ``limit`` (read no further than that),
+            or not a regular file.
+    """
+    import os
+    import stat
+
+    # O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+    fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if regular else 0))
+    with open(fd, "rb") as file:
+        if regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file; not read")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes; not read")
+    return data
+
+
+def _text(data: bytes | str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _finite(text: str) -> float:
+    """A number a float can hold; ``1e999999``, ``nan`` and ``inf`` are not."""
+    value = float(text)
+    if value - value != 0:  # inf or nan
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _reason(exc: ValueError) -> str:
+    message = str(exc)
+    if "integer string conversion" in message:  # Python's 4,300-digit limit
+        return "an integer has too many digits"
+    return message
+
+
+def loads_json(data: bytes | str) -> Any:
+    """``data`` decoded as JSON (UTF-8).
+
+    Raises:
+        ValueError: not UTF-8, not JSON, nested too deeply, or a number out of
+            range (``1e999999``, ``NaN``, a 5,000-digit integer).
+    """
+    import json
+
+    text = _text(data)
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_finite)
+    except RecursionError:  # json recurses once per level of nesting
+        raise ValueError("not valid JSON (nested too deeply)") from None
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({_reason(exc)})") from None
+
+
+def loads_toml(data: bytes | str) -> dict[str, Any]:
+    """``data`` decoded as TOML (UTF-8); the same refusals as ``loads_json``
+    (TOML's own ``inf`` and ``nan`` included)."""
+    from ._toml import loads
+
+    text = _text(data)
+    try:
+        table: dict[str, Any] = loads(text, parse_float=_finite)
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise ValueError("not valid TOML (nested too deeply)") from None
+    except ValueError as exc:  # TOMLDecodeError is one
+        raise ValueError(f"not valid TOML ({_reason(exc)})") from None
+    return table
