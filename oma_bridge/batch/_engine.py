@@ -110,6 +110,9 @@ class BatchRun(AsyncContextManagerMixin):
         self._scopes: set[anyio.CancelScope] = set()
         self._stopping = False
         self._entered = False
+        #: What ``items`` or ``on_result`` raised; it ends the batch.
+        self._failure: Exception | None = None
+        self._workers_scope: anyio.CancelScope | None = None
         #: Items currently running (being attempted or waiting to retry).
         self.running = 0
 
@@ -125,6 +128,7 @@ class BatchRun(AsyncContextManagerMixin):
             if self._setup is not None:
                 await stack.enter_async_context(asynccontextmanager(self._setup)())
             async with anyio.create_task_group() as tg:
+                self._workers_scope = tg.cancel_scope
                 with send:  # the workers' clones alone keep the stream open
                     for _ in range(self._concurrency):
                         tg.start_soon(self._worker, send.clone())
@@ -137,8 +141,11 @@ class BatchRun(AsyncContextManagerMixin):
                 finally:
                     tg.cancel_scope.cancel()
                     receive.close()
-        if body_error is not None:
-            raise body_error
+        # A failure of ``items`` or ``on_result`` cancelled the block's body too;
+        # the caller gets that failure itself, not the cancellation.
+        error = self._failure or body_error
+        if error is not None:
+            raise error
 
     def __aiter__(self) -> Self:
         return self
@@ -181,7 +188,11 @@ class BatchRun(AsyncContextManagerMixin):
         async with send, AsyncExitStack() as stack:
             agent: Agent | None = None
             while not (self._stopping or self._run_wide.reason):
-                item = next(self._items, None)
+                try:
+                    item = next(self._items, None)
+                except Exception as exc:  # a wrong item of a lazy iterable
+                    self._fail(exc)
+                    return
                 if item is None:
                     return
                 if agent is None and not self._fresh_process:
@@ -189,10 +200,23 @@ class BatchRun(AsyncContextManagerMixin):
                     agent = await stack.enter_async_context(Agent(self._config))
                 result = await self._run_item(item, agent or self._config)
                 if self._on_result is not None:
-                    returned = self._on_result(result)
-                    if inspect.isawaitable(returned):
-                        await returned
+                    try:
+                        returned = self._on_result(result)
+                        if inspect.isawaitable(returned):
+                            await returned
+                    except Exception as exc:
+                        self._fail(exc)
+                        return
                 await send.send(result)
+
+    def _fail(self, exc: Exception) -> None:
+        """End the batch with ``exc``, raised as it is from the ``async with``
+        (from a worker of the task group it would arrive in an ExceptionGroup)."""
+        if self._failure is None:
+            self._failure = exc
+        self._stopping = True
+        if self._workers_scope is not None:
+            self._workers_scope.cancel()
 
     async def _run_item(
         self, item: BatchItem, agent: Agent | AgentConfig
@@ -302,13 +326,17 @@ def run_batch(
 
     Raises:
         ValueError: a bad argument.
+        TypeError, ValueError: an item of a list or tuple is wrong (checked
+            here, before anything starts; the message names its position and
+            key).
         ImportError: ``executor="ray"`` without Ray installed (the message
             says what to install).
 
     Leaving the block (an exception, a cancel scope, ``break``) cancels the
     items in flight; their process trees are killed before it returns. An
-    exception raised by ``on_result`` or by ``items`` stops the batch and
-    propagates from the block.
+    exception raised by ``on_result`` or by a lazy ``items`` iterable (a wrong
+    item of a generator) stops the batch and propagates from the block as it
+    is, not in an ExceptionGroup.
     """
     if not isinstance(config, AgentConfig):
         raise TypeError("run_batch needs an AgentConfig")

@@ -8,7 +8,7 @@ job, and a fresh-per-run job once per run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -104,16 +104,28 @@ RESULT_KEYS = frozenset(
 def as_items(
     items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
 ) -> Iterator[BatchItem]:
-    """``items`` as ``BatchItem``s, read lazily; a plain prompt's id is its position.
+    """``items`` as ``BatchItem``s; a plain prompt's id is its position (from 1).
 
     A mapping is read as a line of a JSON Lines batch file: ``id`` (default: its
     position), exactly one of ``prompt`` or ``messages``, the rest as extra.
+    A collection (a list, a tuple) is checked whole here, so a wrong item fails
+    before anything starts; any other iterable (a generator over a large file)
+    is read lazily, and a wrong item fails when it is reached.
 
     Raises:
         TypeError: an item is not a ``BatchItem``, a string or a mapping, or a
             mapping's field has the wrong type (its position and key named).
         ValueError: a mapping lacks its input or uses a key of the result.
     """
+    converted = _converted(items)
+    if isinstance(items, Collection):
+        return iter(list(converted))
+    return converted
+
+
+def _converted(
+    items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
+) -> Iterator[BatchItem]:
     for position, item in enumerate(items, 1):
         if isinstance(item, str):
             yield BatchItem(id=position, input=item)

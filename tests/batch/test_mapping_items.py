@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from oma_bridge import AgentConfig, BatchItem, ProcessBackendConfig, run_batch
+from oma_bridge.batch._blocking import sync_batch
 from oma_bridge.batch._items import as_items
 
 UPPER = ProcessBackendConfig(
@@ -49,3 +50,60 @@ def test_a_mapping_with_messages_becomes_a_structured_item() -> None:
 def test_a_malformed_mapping_is_named_by_position(record, kind, message) -> None:
     with pytest.raises(kind, match=message):
         list(as_items([record]))
+
+
+def _spawns_nothing(marker):
+    """An agent that would leave ``marker`` behind if it ever ran."""
+    backend = ProcessBackendConfig(
+        command=sys.executable,
+        args=("-c", f"open({str(marker)!r}, 'w').close()"),
+    )
+    return AgentConfig(name="marker", backend=backend)
+
+
+async def test_a_wrong_item_of_a_list_is_a_plain_error_before_anything_starts(
+    tmp_path,
+) -> None:
+    marker = tmp_path / "spawned"
+    items = ["fine", {"id": "b", "prompt": 3}]
+    with pytest.raises(TypeError, match="item 2: 'prompt' must be a str, got int"):
+        run_batch(_spawns_nothing(marker), items)
+    with pytest.raises(ValueError, match="item 1: needs exactly one of 'prompt'"):
+        run_batch(_spawns_nothing(marker), ({"id": "a"}, "fine"))
+    assert not marker.exists()
+
+
+async def test_a_wrong_item_of_a_generator_ends_the_block_with_a_plain_error(
+    tmp_path,
+) -> None:
+    config = AgentConfig(name="u", backend=UPPER)
+
+    def items():
+        yield {"id": "a", "prompt": "one"}
+        yield {"id": "b", "prompt": "two", "usage": 1}
+
+    seen = []
+    with pytest.raises(ValueError, match="item 2: key 'usage' is reserved") as caught:
+        async with run_batch(config, items(), concurrency=1) as results:
+            async for result in results:
+                seen.append(result.id)
+    assert type(caught.value) is ValueError  # not an ExceptionGroup
+    assert seen == ["a"]
+
+
+async def test_an_on_result_failure_ends_the_block_with_a_plain_error() -> None:
+    def on_result(result):
+        raise LookupError(f"no room for {result.id}")
+
+    config = AgentConfig(name="u", backend=UPPER)
+    with pytest.raises(LookupError, match="no room for 1"):
+        async with run_batch(config, ["one"], on_result=on_result) as results:
+            [result async for result in results]
+
+
+def test_the_blocking_engine_checks_a_list_before_anything_starts(tmp_path) -> None:
+    marker = tmp_path / "spawned"
+    with pytest.raises(TypeError, match="item 2: 'id' must be a str or an int"):
+        sync_batch(_spawns_nothing(marker), ["fine", {"id": None, "prompt": "x"}],
+                   concurrency=2)  # fmt: skip
+    assert not marker.exists()
