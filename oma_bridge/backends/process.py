@@ -13,7 +13,7 @@ import dataclasses
 import os
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Literal, final, get_args
 
 # anyio is imported by the async driver where it waits: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
@@ -32,9 +32,8 @@ __all__ = ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig")
 
 InputMode = Literal["stdin", "argument", "none"]
 
-#: What ``ProcessBackendConfig.output_format`` accepts: ``"text"`` (stdout is
-#: the reply) or the JSON event stream of a known CLI, parsed into events.
-OUTPUT_FORMATS: tuple[str, ...] = (
+# The output formats as a type, for the config files' (pydantic) validation.
+OutputFormat = Literal[
     "text",
     "claude-stream-json",
     "codex-json",
@@ -44,7 +43,10 @@ OUTPUT_FORMATS: tuple[str, ...] = (
     "amp-stream-json",
     "opencode-json",
     "goose-stream-json",
-)
+]
+#: What ``ProcessBackendConfig.output_format`` accepts: ``"text"`` (stdout is
+#: the reply) or the JSON event stream of a known CLI, parsed into events.
+OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
 
 
 @dataclass(frozen=True, kw_only=True)
