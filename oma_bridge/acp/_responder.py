@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..bridge.messages import JSONValue
     from ._jsonrpc import Handler, RequestId
 
-__all__ = ("Responder", "WireLog", "error_frame", "logger")
+__all__ = ("Responder", "WireLog", "error_frame")
 
 # The connection's logger: the name users filter the frame log by.
 logger = logging.getLogger("oma_bridge.acp.connection")
