@@ -41,6 +41,7 @@ from ._files import FileSandbox
 from ._framing import NdjsonStream, preview
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
+from ._session_setup import configure_session
 from ._terminals import Terminals
 from .connection import Connection, RequestError
 
@@ -55,19 +56,6 @@ if TYPE_CHECKING:
 __all__ = ("AgentProcess",)
 
 logger = logging.getLogger(__name__)
-
-
-def _select_values(options: JSONValue) -> list[str]:
-    """The value ids of a select option, flat or grouped (ACP session config)."""
-    values: list[str] = []
-    for entry in options if isinstance(options, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        group = entry.get("options")
-        for choice in group if isinstance(group, list) else [entry]:
-            if isinstance(choice, dict) and isinstance(choice.get("value"), str):
-                values.append(choice["value"])  # type: ignore[arg-type]
-    return values
 
 
 class AgentProcess:
@@ -274,69 +262,8 @@ class AgentProcess:
         return replay.result(session_id, how)
 
     async def _configure(self, opened: JSONValue) -> None:
-        if self.config.mode is not None and isinstance(opened, dict):
-            await self._set_mode(opened.get("modes"))
-        if self.config.config_options and isinstance(opened, dict):
-            await self._set_config_options(opened.get("configOptions"))
-
-    async def _set_config_options(self, offered: JSONValue) -> None:
-        """Set each wanted option the agent offers, with a value it offers."""
-        options = {
-            option.get("id"): option
-            for option in (offered if isinstance(offered, list) else [])
-            if isinstance(option, dict)
-        }
-        for config_id, value in self.config.config_options.items():
-            option = options.get(config_id)
-            if option is None or option.get("type") != "select":
-                logger.warning(
-                    "config option %r ignored: the agent offers %s",
-                    config_id,
-                    sorted(str(k) for k in options),
-                )
-                continue
-            if value not in _select_values(option.get("options")):
-                logger.warning(
-                    "config option %r=%r ignored: the agent offers %s",
-                    config_id,
-                    value,
-                    _select_values(option.get("options")),
-                )
-                continue
-            if option.get("currentValue") != value:
-                assert self.conn is not None
-                await self.conn.request(
-                    m.SESSION_SET_CONFIG_OPTION,
-                    {
-                        "sessionId": self.session_id,
-                        "configId": config_id,
-                        "value": value,
-                    },
-                )
-
-    async def _set_mode(self, modes: JSONValue) -> None:
-        if not isinstance(modes, dict):
-            logger.warning(
-                "mode %r ignored: the agent offers no session modes", self.config.mode
-            )
-            return
-        available = modes.get("availableModes")
-        ids = (
-            [x.get("id") for x in available if isinstance(x, dict)]
-            if isinstance(available, list)
-            else []
-        )
-        if self.config.mode not in ids:
-            logger.warning(
-                "mode %r ignored: the agent offers %s", self.config.mode, ids
-            )
-            return
-        if modes.get("currentModeId") != self.config.mode:
-            assert self.conn is not None
-            await self.conn.request(
-                m.SESSION_SET_MODE,
-                {"sessionId": self.session_id, "modeId": self.config.mode},
-            )
+        assert self.conn is not None
+        await configure_session(self.conn, self.session_id, self.config, opened)
 
     # -- side channels ------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
-from ..backends._checks import check_fields, config_from_dict
+from ..backends._checks import check_command, check_fields, config_from_dict
 from ..bridge import InputProfile
 from ._framing import DEFAULT_MAX_LINE_BYTES
 
@@ -182,11 +182,7 @@ class AcpBackendConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if not isinstance(self.command, str) or not self.command:
-            raise TypeError("AcpBackendConfig.command must be a non-empty str")
-        if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
-            raise TypeError("AcpBackendConfig.args must be a sequence of str")
-        object.__setattr__(self, "args", tuple(self.args))
+        check_command(self)
         object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
         object.__setattr__(self, "extra_roots", tuple(self.extra_roots))
         if not callable(self.permission) and self.permission not in _POLICIES:

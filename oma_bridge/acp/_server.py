@@ -116,23 +116,30 @@ class Server:
         self.conn: Connection | None = None
         self.tasks: TaskGroup | None = None
         self._config = agent_config(target)
-        backend = self._config.backend if self._config is not None else None
-        self.proxy = (
-            Proxy(
-                backend,
-                permission=permission,
-                transcript=transcript,
-                cwd=self._cwd or os.getcwd(),
-            )
-            if isinstance(backend, AcpBackendConfig)
-            else None
+        self.proxy = self._proxy(permission, transcript)
+        self.router = self._router()
+
+    def _proxy(
+        self, permission: ServePermission, transcript: Transcript | None
+    ) -> Proxy | None:
+        """The proxy to a real ACP agent, when that is what the target runs."""
+        config = self._config
+        if config is None or not isinstance(config.backend, AcpBackendConfig):
+            return None
+        proxy = Proxy(
+            config.backend,
+            permission=permission,
+            transcript=transcript,
+            cwd=self._cwd or os.getcwd(),
         )
-        if self.proxy is not None and self._config is not None:
-            if self._config.before_run or self._config.after_run:
-                # Turns go to the real agent as frames, not through an Agent.
-                logger.warning(
-                    "before_run/after_run hooks are not applied behind serve --acp"
-                )
+        if config.before_run or config.after_run:
+            # Turns go to the real agent as frames, not through an Agent.
+            logger.warning(
+                "before_run/after_run hooks are not applied behind serve --acp"
+            )
+        return proxy
+
+    def _router(self) -> Router:
         requests: dict[str, Callable[[Params], Awaitable[JSONValue]]] = {
             m.INITIALIZE: self._initialize,
             m.AUTHENTICATE: self._authenticate,
@@ -152,7 +159,7 @@ class Server:
                 requests[method] = self._pass_on(method)
         # Extension methods ("_"-prefixed) are not routed: -32601, as ACP's
         # extensibility section says for methods an agent does not know.
-        self.router = Router(requests, {m.SESSION_CANCEL: self._cancel})
+        return Router(requests, {m.SESSION_CANCEL: self._cancel})
 
     def attach(self, conn: Connection, tasks: TaskGroup) -> None:
         """Use ``conn`` to reach the editor, and ``tasks`` for background work."""

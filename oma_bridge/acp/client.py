@@ -51,6 +51,7 @@ text is capped at ``max_output_bytes``. The run itself lives in ``_turn``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from typing import TYPE_CHECKING, final
@@ -75,6 +76,7 @@ from ._turn import AcpRun
 
 if TYPE_CHECKING:
     import weakref
+    from collections.abc import AsyncIterator
 
     from typing_extensions import Self
 
@@ -218,30 +220,27 @@ class AcpBackend:
             agent = AgentProcess(self.config)
             self._agent = agent
             try:
-                with anyio.fail_after(self.config.startup_timeout):
-                    await agent.start(open_session=open_session)
+                async with self._dropped_on_failure(agent):
+                    with anyio.fail_after(self.config.startup_timeout):
+                        await agent.start(open_session=open_session)
             except TimeoutError:
-                await self._drop_agent()
                 raise BackendTimeout(
                     f"Starting the ACP agent {self.config.command!r} (spawn, "
                     "initialize, session)",
                     timeout=self.config.startup_timeout,
                 ) from None
-            except OmaBridgeError as exc:
-                error = await agent.explain(exc)
-                await self._drop_agent()
-                raise error from exc
-            except BaseException:
-                # Cancelled while starting: stop the start, not just wait on it.
-                await self._drop_agent()
-                raise
         elif open_session and not agent.session_id:
-            await self._reopen(agent)  # a load_session() that failed left none
+            # A load_session() that failed left none.
+            async with self._dropped_on_failure(agent):
+                await agent.new_session()
         return agent
 
-    async def _reopen(self, agent: AgentProcess) -> None:
+    @contextlib.asynccontextmanager
+    async def _dropped_on_failure(self, agent: AgentProcess) -> AsyncIterator[None]:
+        """Stop ``agent`` when the block fails, its error explained (exit
+        code, stderr); cancelled, it stops the start, not just waits on it."""
         try:
-            await agent.new_session()
+            yield
         except OmaBridgeError as exc:
             error = await agent.explain(exc)
             await self._drop_agent()

@@ -21,15 +21,11 @@ than a whole turn here.
 from __future__ import annotations
 
 import itertools
-import logging
-import os
-import traceback
 from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 import anyio.lowlevel
 
-from ..backends._redact import redact, redact_json, secret_values
 from ..bridge.errors import OmaBridgeError, ProtocolError
 from . import methods as m
 from ._framing import preview
@@ -43,7 +39,8 @@ from ._jsonrpc import (
     is_id,
 )
 from ._outbox import Outbox
-from ._requests import IncomingRequests, PendingRequests
+from ._requests import PendingRequests
+from ._responder import Responder, WireLog, error_frame
 from ._workers import WorkerPool
 
 if TYPE_CHECKING:
@@ -61,8 +58,6 @@ __all__ = (
     "RequestId",
     "arrival",
 )
-
-logger = logging.getLogger(__name__)
 
 
 @final
@@ -103,15 +98,15 @@ class Connection:
         self._handler = handler
         self._ids = next_id if next_id is not None else itertools.count()
         self._reply_bad = reply_to_bad_frames
-        self._debug = debug
         self._observe = observe
+        self._log = WireLog()
         self._pending = PendingRequests()
-        self._incoming = IncomingRequests()
+        self._answers = Responder(handler, self._send, log=self._log, debug=debug)
+        self._incoming = self._answers.incoming
         self._received = 0  # messages read, for arrival()
         self._workers = WorkerPool(self._answer_cancellable)  # serve()'s
         self._reading = False
         self._progress: anyio.Event | None = None
-        self._secrets: tuple[str, ...] | None = None  # for the debug log
         # serve(): its task group's scope, and the error that ended the stream.
         self._serving: anyio.CancelScope | None = None
         self._eof_error: ProtocolError | None = None
@@ -199,8 +194,7 @@ class Connection:
     async def _send(self, message: Mapping[str, object]) -> None:
         if self.error is not None:
             raise self.error
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("-> %s", self._loggable(message))  # type: ignore[arg-type]
+        self._log.frame("->", message)
         await self._outbox.send(message)
 
     # -- incoming --------------------------------------------------------------
@@ -253,7 +247,7 @@ class Connection:
             if not self._reply_bad:
                 raise self.fail(exc) from None
             error = RequestError(m.PARSE_ERROR, f"Parse error: {exc}")
-            await self._send({"jsonrpc": "2.0", "id": None, "error": error.to_json()})
+            await self._send(error_frame(None, error))
             return _BAD_FRAME
         self._received += 1
         HANDLING.set((self._received, None))
@@ -263,8 +257,7 @@ class Connection:
 
     async def handle(self, message: JSONValue) -> None:
         """Handle one message already read (see ``pump``)."""
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("<- %s", self._loggable(message))
+        self._log.frame("<-", message)
         if not isinstance(message, dict):
             await self._bad_message(message)
             return
@@ -275,7 +268,10 @@ class Connection:
                 if not is_id(request_id):
                     await self._bad_message(message)
                     return
-                await self._answer(request_id, method, message.get("params"))
+                if await self._answers.admit(request_id, method):
+                    await self._answers.answer(
+                        request_id, method, message.get("params")
+                    )
             else:
                 self._on_notification(method, message.get("params"))
             return
@@ -295,7 +291,7 @@ class Connection:
             else:
                 self._handler.handle_notification(method, params)
         except Exception as exc:
-            self._log_failure(f"notification handler for {method!r}", exc)
+            self._log.failure(f"notification handler for {method!r}", exc)
 
     async def _bad_message(self, message: JSONValue) -> None:
         exc = ProtocolError(
@@ -305,65 +301,17 @@ class Connection:
         )
         if not self._reply_bad:
             raise self.fail(exc)
-        error = RequestError(m.INVALID_REQUEST, "Invalid request")
-        await self._send({"jsonrpc": "2.0", "id": None, "error": error.to_json()})
-
-    async def _refuse_reused(self, request_id: RequestId) -> bool:
-        """Answer a request whose id a request not yet answered holds.
-
-        Its answer could not be told from the other's, and the tables are
-        keyed by id: the new one is refused (-32600), the first goes on.
-        """
-        if request_id not in self._incoming:
-            return False
-        error = RequestError(
-            m.INVALID_REQUEST,
-            f"Invalid request: id {request_id!r} is already in use by a request "
-            "not answered yet",
+        await self._send(
+            error_frame(None, RequestError(m.INVALID_REQUEST, "Invalid request"))
         )
-        await self._send({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
-        return True
-
-    async def _answer(
-        self,
-        request_id: RequestId,
-        method: str,
-        params: JSONValue,
-        *,
-        registered: bool = False,
-    ) -> None:
-        if not registered:
-            if await self._refuse_reused(request_id):
-                return
-            self._incoming.add(request_id, method)
-        try:
-            result = await self._handler.handle_request(method, params)
-        except RequestError as exc:
-            await self.respond_error(request_id, exc)
-        except Exception as exc:
-            self._log_failure(f"handler for {method!r}", exc)
-            text = (
-                f"Internal error: {self._redact(str(exc))}"
-                if self._debug
-                else "Internal error"
-            )
-            await self.respond_error(request_id, RequestError(m.INTERNAL_ERROR, text))
-        else:
-            await self.respond(request_id, result)
-        # On cancellation the request stays in _incoming: answer_abandoned()
-        # answers it, so the peer is never left waiting.
 
     async def respond(self, request_id: RequestId, result: JSONValue) -> None:
         """Answer an incoming request with a result."""
-        if self._incoming.take(request_id):
-            await self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        await self._answers.respond(request_id, result)
 
     async def respond_error(self, request_id: RequestId, error: RequestError) -> None:
         """Answer an incoming request with an error object."""
-        if self._incoming.take(request_id):
-            await self._send(
-                {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
-            )
+        await self._answers.respond_error(request_id, error)
 
     async def answer_abandoned(
         self, answer: Callable[[str], JSONValue | RequestError]
@@ -372,16 +320,7 @@ class Connection:
 
         ``answer(method)`` gives the result (or error) to send for each.
         """
-        for request_id, method in self._incoming.abandoned():
-            await self._reply(request_id, answer(method))
-
-    async def _reply(
-        self, request_id: RequestId, reply: JSONValue | RequestError
-    ) -> None:
-        if isinstance(reply, RequestError):
-            await self.respond_error(request_id, reply)
-        else:
-            await self.respond(request_id, reply)
+        await self._answers.answer_abandoned(answer)
 
     def current_request(self) -> RequestId | None:
         """The id of the request this task is answering under ``serve()``."""
@@ -457,15 +396,13 @@ class Connection:
                 and is_id(message.get("id"))
                 and isinstance(message.get("method"), str)
             ):
-                if logger.isEnabledFor(logging.DEBUG):  # handle() logs the others
-                    logger.debug("<- %s", self._loggable(message))
+                self._log.frame("<-", message)  # handle() logs the others
                 # Registered here, not in the worker: a reused id is refused
                 # even when it arrives before the first one's worker has run.
                 request_id = message["id"]
                 assert is_id(request_id)
-                if await self._refuse_reused(request_id):
+                if not await self._answers.admit(request_id, str(message["method"])):
                     continue
-                self._incoming.add(request_id, str(message["method"]))
                 self._workers.submit(tg, message, self._received)
                 # Let the handler run before reading on: what it sends meanwhile
                 # (a quick turn's updates and reply) goes out in one write when
@@ -489,16 +426,13 @@ class Connection:
         try:
             with self._incoming.running(request_id) as scope:
                 try:
-                    await self._answer(
-                        request_id,
-                        str(message["method"]),
-                        message.get("params"),
-                        registered=True,
+                    await self._answers.answer(
+                        request_id, str(message["method"]), message.get("params")
                     )
                 finally:
                     reply = self._incoming.stopped(request_id)
             if scope.cancelled_caught:
-                await self._reply(request_id, reply)
+                await self._answers.reply(request_id, reply)
         except OmaBridgeError as exc:
             # The reply could not be sent: nobody is left to answer, so stop
             # serving; serve() raises the error (not an ExceptionGroup).
@@ -516,21 +450,3 @@ class Connection:
             self._pending.fail(error)
             self._wake()  # the tasks asleep in wait_response() must see it
         return self.error
-
-    # -- logging --------------------------------------------------------------------
-
-    def _redact(self, text: str) -> str:
-        if self._secrets is None:
-            self._secrets = secret_values(os.environ)
-        return redact(text, self._secrets)
-
-    def _loggable(self, message: JSONValue) -> JSONValue:
-        """A frame for the debug log, secrets redacted as in a transcript."""
-        if self._secrets is None:
-            self._secrets = secret_values(os.environ)
-        return redact_json(message, self._secrets)
-
-    def _log_failure(self, what: str, exc: Exception) -> None:
-        """``logger.exception`` with the traceback redacted (it quotes peer data)."""
-        text = "".join(traceback.format_exception(exc))
-        logger.error("%s failed\n%s", self._redact(what), self._redact(text))

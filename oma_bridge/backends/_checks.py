@@ -14,7 +14,13 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ("check_fields", "check_keys", "command_line_hint", "config_from_dict")
+__all__ = (
+    "check_command",
+    "check_fields",
+    "check_keys",
+    "command_line_hint",
+    "config_from_dict",
+)
 
 _T = TypeVar("_T")
 
@@ -78,6 +84,19 @@ def check_fields(config: object) -> None:
                 f"{type(config).__name__}.{field.name} must be {check[1]}, "
                 f"got {_shown(value)}"
             )
+
+
+def check_command(config: Any) -> None:
+    """Raise TypeError unless a config's ``command`` is a non-empty str and its
+    ``args`` a sequence of str (a str is not: it would run letter by letter);
+    ``args`` is kept as a tuple."""
+    name = type(config).__name__
+    if not isinstance(config.command, str) or not config.command:
+        raise TypeError(f"{name}.command must be a non-empty str")
+    args = config.args
+    if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+        raise TypeError(f"{name}.args must be a sequence of str")
+    object.__setattr__(config, "args", tuple(args))
 
 
 def config_from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:

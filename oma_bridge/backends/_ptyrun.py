@@ -33,15 +33,12 @@ from collections import deque
 from typing import TYPE_CHECKING, final
 
 from ..bridge import (
-    AgentRunResult,
     BackendStartError,
     BackendTimeout,
-    DoneEvent,
-    ErrorEvent,
     OmaBridgeError,
     TextEvent,
 )
-from ._exit import held_open
+from ._exit import ending, held_open
 from ._proc import (
     EXIT_UNKNOWN,
     Child,
@@ -355,27 +352,17 @@ class PtySession:
         if rest:
             self._text(rest)
         error = self._error()
-        output = "".join(self._output)
-        if self.truncated:
-            cap = self.config.max_output_bytes
-            output += f"\n[oma-bridge: output truncated at {cap} bytes]\n"
-        code = self.returncode
-        result = AgentRunResult(
-            success=error is None,
-            output=output,
-            messages=[
-                *self._messages,
-                {"role": "assistant", "content": [{"type": "text", "text": output}]},
-            ],
-            error=error,
-            duration_s=now - self.started,
-            exit_code=None if code == EXIT_UNKNOWN else code,
-            output_truncated=self.truncated,
-            aborted=self._aborted,
-            raw_output=b"".join(self._raw).decode("utf-8", "replace"),
-        )
         self._events.append(
-            DoneEvent(result) if error is None else ErrorEvent(error, result)
+            ending(
+                "".join(self._output),
+                self._messages,
+                error=error,
+                duration_s=now - self.started,
+                exit_code=self.returncode,
+                truncated_at=self.config.max_output_bytes if self.truncated else None,
+                aborted=self._aborted,
+                raw_output=b"".join(self._raw).decode("utf-8", "replace"),
+            )
         )
 
     def _error(self) -> OmaBridgeError | None:

@@ -20,14 +20,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, final
 
 from ..bridge import (
-    AgentRunResult,
     BackendTimeout,
     DoneEvent,
     ErrorEvent,
     OmaBridgeError,
     TextEvent,
 )
-from ._exit import held_open
+from ._exit import ending, held_open
 from ._proc import EXIT_UNKNOWN, StderrTail, exit_error
 from ._redact import secret_values
 
@@ -353,26 +352,16 @@ class RunCore:
             output = b"".join(self._raw).decode("utf-8", "replace")
         else:
             output = "".join(self._output) + self._decoder.decode(b"", final=True)
-        if self.truncated:
-            cap = self._config.max_output_bytes
-            output += f"\n[oma-bridge: output truncated at {cap} bytes]\n"
-        result = AgentRunResult(
-            success=error is None,
-            output=output,
-            messages=[
-                *self._messages,
-                {"role": "assistant", "content": [{"type": "text", "text": output}]},
-            ],
+        return ending(
+            output,
+            self._messages,
             error=error,
             duration_s=now - self.started,
-            exit_code=None if code == EXIT_UNKNOWN else code,
-            output_truncated=self.truncated,
+            exit_code=code,
+            truncated_at=self._config.max_output_bytes if self.truncated else None,
             aborted=self._aborted,
             **summary,
         )
-        if error is None:
-            return DoneEvent(result)
-        return ErrorEvent(error, result)
 
 
 @functools.cache

@@ -13,12 +13,12 @@ import dataclasses
 import os
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Literal, final, get_args
 
 # anyio is imported by the async driver where it waits: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge import InputProfile
-from ._checks import check_fields, config_from_dict
+from ._checks import check_command, check_fields, config_from_dict
 from ._drive import ProcessRun, run_blocking
 from ._proc import child_environb, resolve_executable
 
@@ -32,9 +32,8 @@ __all__ = ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig")
 
 InputMode = Literal["stdin", "argument", "none"]
 
-#: What ``ProcessBackendConfig.output_format`` accepts: ``"text"`` (stdout is
-#: the reply) or the JSON event stream of a known CLI, parsed into events.
-OUTPUT_FORMATS: tuple[str, ...] = (
+# The output formats as a type, for the config files' (pydantic) validation.
+OutputFormat = Literal[
     "text",
     "claude-stream-json",
     "codex-json",
@@ -44,7 +43,10 @@ OUTPUT_FORMATS: tuple[str, ...] = (
     "amp-stream-json",
     "opencode-json",
     "goose-stream-json",
-)
+]
+#: What ``ProcessBackendConfig.output_format`` accepts: ``"text"`` (stdout is
+#: the reply) or the JSON event stream of a known CLI, parsed into events.
+OUTPUT_FORMATS: tuple[str, ...] = get_args(OutputFormat)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,11 +86,7 @@ class ProcessBackendConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if not isinstance(self.command, str) or not self.command:
-            raise TypeError("ProcessBackendConfig.command must be a non-empty str")
-        if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
-            raise TypeError("ProcessBackendConfig.args must be a sequence of str")
-        object.__setattr__(self, "args", tuple(self.args))
+        check_command(self)
         if self.input not in ("stdin", "argument", "none"):
             raise ValueError(
                 f"ProcessBackendConfig.input must be 'stdin', 'argument' or 'none', "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final
 
 from ..bridge import InputProfile
+from ._checks import check_command
 from ._proc import child_environb
 
 if TYPE_CHECKING:
@@ -78,11 +79,7 @@ class PtyBackendConfig:
     kill_grace: float = 2.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.command, str) or not self.command:
-            raise TypeError("PtyBackendConfig.command must be a non-empty str")
-        if isinstance(self.args, str) or not all(isinstance(a, str) for a in self.args):
-            raise TypeError("PtyBackendConfig.args must be a sequence of str")
-        object.__setattr__(self, "args", tuple(self.args))
+        check_command(self)
         object.__setattr__(self, "scrub_env", tuple(self.scrub_env))
         if self.input not in ("terminal", "argument", "none"):
             raise ValueError(

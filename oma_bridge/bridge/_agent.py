@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast, final
+from typing import TYPE_CHECKING, final
 
 # anyio is imported by the methods that use it: a blocking run (run_sync, the
 # CLI's) never starts an event loop, and every process start pays for imports.
@@ -16,17 +16,16 @@ from .backend import (
     RunRequest,
     SessionBackend,
 )
-from .errors import InvalidMessageError, ProtocolError
+from .errors import ProtocolError
 from .events import DoneEvent, ErrorEvent
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
-    from contextlib import AbstractContextManager
     from types import TracebackType
 
-    from anyio.from_thread import BlockingPortal
     from typing_extensions import Self
 
+    from ._held import HeldLoop
     from ._hooks import AfterRunHook, BeforeRunHook
     from ._results import AgentRunResult
     from .backend import InputProfile, SessionReplay
@@ -81,20 +80,6 @@ class AgentConfig:
             )
 
 
-def _copy(messages: object, path: _inputs.Path = ("input",)) -> list[LLMMessage]:
-    """Validate the shape, then take a private plain-dict deep copy."""
-    _inputs.check_messages(messages, path)
-    copied = _inputs.deep_copy(messages, path)
-    try:
-        plain = _inputs.to_plain(copied)
-    except RecursionError as exc:
-        # deepcopy keeps reference cycles; a JSON-shaped copy cannot hold one.
-        raise InvalidMessageError(
-            "the input holds a reference cycle or is nested too deeply", path=path
-        ) from exc
-    return cast("list[LLMMessage]", plain)
-
-
 @final
 class Agent:
     """Runs an agent through its backend.
@@ -115,7 +100,9 @@ class Agent:
         self.config = config
         self._backend: AgentBackend | None = None
         self._history: list[LLMMessage] = (
-            _copy(config.history, ("history",)) if config.history else []
+            _inputs.copy_messages(config.history, ("history",))
+            if config.history
+            else []
         )
         # What hooks see as ctx.agent: no hooks, and a history they cannot reach
         # the caller's (or this agent's) copy through.
@@ -125,9 +112,7 @@ class Agent:
         # Inside ``with``: whether it was entered, and the event loop (in a thread
         # of its own) that holds the backend between run_sync calls, once needed.
         self._held = False
-        self._portal: (
-            tuple[AbstractContextManager[BlockingPortal], BlockingPortal] | None
-        ) = None
+        self._loop: HeldLoop | None = None
 
     @property
     def input_profile(self) -> InputProfile:
@@ -136,12 +121,7 @@ class Agent:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __enter__(self) -> Self:
@@ -166,14 +146,9 @@ class Agent:
         """Close the backend (its agent process tree is stopped and reaped) and
         the background event loop, if one was started."""
         self._held = False
-        held, self._portal = self._portal, None
-        if held is None:
-            return
-        manager, portal = held
-        try:
-            portal.call(self.aclose)
-        finally:
-            manager.__exit__(exc_type, exc, tb)
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.close(self.aclose, exc_type, exc, tb)
 
     async def aclose(self) -> None:
         """Close the backend: stop any long-lived agent process it holds."""
@@ -215,7 +190,7 @@ class Agent:
 
     def get_history(self) -> list[LLMMessage]:
         """A deep copy of the persistent history kept by ``prompt()``."""
-        return _copy(self._history, ("history",))
+        return _inputs.copy_messages(self._history, ("history",))
 
     def stream(self, input: str | Sequence[LLMMessage]) -> AgentStream:
         """Start a run and return its events.
@@ -286,30 +261,12 @@ class Agent:
         messages: list[LLMMessage],
         on_event: Callable[[StreamEvent], object] | None,
     ) -> AgentRunResult:
-        """Run on the block's event loop; an interrupt cancels the run and waits
-        until it has ended before it propagates."""
-        import threading
+        """Run on the block's event loop, started by its first such run."""
+        if self._loop is None:
+            from ._held import HeldLoop
 
-        if self._portal is None:
-            from anyio.from_thread import start_blocking_portal
-
-            manager = start_blocking_portal()
-            self._portal = (manager, manager.__enter__())
-        ended = threading.Event()
-
-        async def run() -> AgentRunResult:
-            try:
-                return await self._run_events(messages, on_event)
-            finally:
-                ended.set()
-
-        future = self._portal[1].start_task_soon(run)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # cancels the run's scope; its cleanup is bounded
-            ended.wait()
-            raise
+            self._loop = HeldLoop()
+        return self._loop.run(lambda: self._run_events(messages, on_event))
 
     async def _run_calling_back(
         self,
@@ -343,30 +300,18 @@ class Agent:
         # A backend that declares structured input gets the history, whether the
         # turn is a str or blocks; a text-only transport gets the turn alone.
         if self.input_profile.structured:
-            messages = [*_copy(self._history, ("history",)), *turn]
+            messages = [*_inputs.copy_messages(self._history, ("history",)), *turn]
         else:
             messages = turn
         # The history keeps its own copy of the turn: what the backend or the
         # caller does to the request or the result's messages cannot reach it.
-        stream = AgentStream(self, messages, history=_copy(turn))
+        stream = AgentStream(self, messages, history=_inputs.copy_messages(turn))
         return await stream.result()
 
     # -- internals -------------------------------------------------------------
 
     def _admit(self, input: object, *, turn: bool) -> list[LLMMessage]:
-        """Validate and copy ``input``; apply the backend's profile. Raises only."""
-        profile = self.input_profile
-        if isinstance(input, str):
-            _inputs.admit_prompt(input, profile)
-            return [_inputs.text_message(input)]
-        if turn:
-            _inputs.check_blocks(input)
-            blocks = cast("list[ContentBlock]", _inputs.deep_copy(input))
-            messages = _copy([{"role": "user", "content": blocks}])
-        else:
-            messages = _copy(input)
-        _inputs.admit_profile(messages, profile, structured=True)
-        return messages
+        return _inputs.admit_input(input, self.input_profile, turn=turn)
 
     @property
     def backend(self) -> AgentBackend:
@@ -400,7 +345,11 @@ class Agent:
             from ._hooks import apply_before_run
 
             prompt, messages = await apply_before_run(
-                self.config.before_run, messages, profile, self._hookless, _copy
+                self.config.before_run,
+                messages,
+                profile,
+                self._hookless,
+                _inputs.copy_messages,
             )
             if profile.structured:
                 _inputs.admit_profile(messages, profile, structured=True)
@@ -511,12 +460,7 @@ class AgentStream:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .errors import InvalidMessageError, UnsupportedContentBlockError
 
@@ -206,6 +206,38 @@ def to_plain(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [to_plain(item) for item in value]
     return value
+
+
+def copy_messages(messages: object, path: Path = ("input",)) -> list[LLMMessage]:
+    """Validate the shape, then take a private plain-dict deep copy."""
+    check_messages(messages, path)
+    copied = deep_copy(messages, path)
+    try:
+        plain = to_plain(copied)
+    except RecursionError as exc:
+        # deepcopy keeps reference cycles; a JSON-shaped copy cannot hold one.
+        raise InvalidMessageError(
+            "the input holds a reference cycle or is nested too deeply", path=path
+        ) from exc
+    return cast("list[LLMMessage]", plain)
+
+
+def admit_input(
+    input: object, profile: InputProfile, *, turn: bool
+) -> list[LLMMessage]:
+    """Validate and copy a run's ``input`` (a prompt's when ``turn``); apply the
+    backend's profile. Raises only."""
+    if isinstance(input, str):
+        admit_prompt(input, profile)
+        return [text_message(input)]
+    if turn:
+        check_blocks(input)
+        blocks = cast("list[ContentBlock]", deep_copy(input))
+        messages = copy_messages([{"role": "user", "content": blocks}])
+    else:
+        messages = copy_messages(input)
+    admit_profile(messages, profile, structured=True)
+    return messages
 
 
 def admit_profile(

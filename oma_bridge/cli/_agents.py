@@ -194,19 +194,9 @@ def _command_line(known: Preset) -> str:
 
 
 def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
-    from concurrent.futures import ThreadPoolExecutor
-
     entries = _entries()
     paths = {known.command: _which(known.command) for _, _, known in entries}
-    probe = sorted({p for c, p in paths.items() if p and c not in _RUNNERS})
-    checks = sorted({k.login_check for _, _, k in entries if k.login_check})
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = pool.map(lambda path: _version(path, timeout), probe)
-        logins = pool.map(
-            lambda c: _logged_in(c, timeout), checks if check_login else []
-        )
-        versions = dict(zip(probe, found, strict=True))
-        logged_in = dict(zip(checks, logins, strict=False))
+    versions, logged_in = _probe_all(entries, paths, timeout, check_login)
     rows = []
     for name, kind, known in entries:
         path = paths[known.command]
@@ -231,6 +221,27 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _probe_all(
+    entries: list[tuple[str, str, Preset]],
+    paths: dict[str, str | None],
+    timeout: float,
+    check_login: bool,
+) -> tuple[dict[str, str | None], dict[tuple[str, ...], bool | None]]:
+    """Each installed CLI's version and (if asked) login state, probed at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    probe = sorted({p for c, p in paths.items() if p and c not in _RUNNERS})
+    checks = sorted({k.login_check for _, _, k in entries if k.login_check})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = pool.map(lambda path: _version(path, timeout), probe)
+        logins = pool.map(
+            lambda c: _logged_in(c, timeout), checks if check_login else []
+        )
+        versions = dict(zip(probe, found, strict=True))
+        logged_in = dict(zip(checks, logins, strict=False))
+    return versions, logged_in
 
 
 def _status(row: dict[str, Any]) -> str:

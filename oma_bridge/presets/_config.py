@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends._checks import command_line_hint
-from ._presets import OUTPUT_FORMATS, PRESETS, REGISTRY_PREFIX, Preset, build, unknown
+from ..backends.process import OUTPUT_FORMATS
+from ..backends.process import OutputFormat as OutputFormat  # for cli/_tasks.py
+from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -34,17 +36,6 @@ __all__ = (
     "schema",
 )
 
-OutputFormat = Literal[
-    "text",
-    "claude-stream-json",
-    "codex-json",
-    "gemini-stream-json",
-    "qwen-stream-json",
-    "cursor-stream-json",
-    "amp-stream-json",
-    "opencode-json",
-    "goose-stream-json",
-]
 _STRICT = {"strict": True, "extra": "forbid"}
 # Keys that change the recipe (a Preset field) rather than the run's options.
 _RECIPE: tuple[str, ...] = ("command", "args", "input", "scrub_env", "output_format")
@@ -311,5 +302,5 @@ _DESCRIPTIONS = {
 
 
 def output_formats() -> Sequence[str]:
-    """The names ``output_format`` accepts (kept equal to ``OUTPUT_FORMATS``)."""
+    """The names ``output_format`` accepts (``OUTPUT_FORMATS``)."""
     return OUTPUT_FORMATS

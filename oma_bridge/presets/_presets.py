@@ -22,20 +22,6 @@ __all__ = ("PRESETS", "REGISTRY_PREFIX", "Preset", "preset")
 #: Registry agents are named ``registry:<id>``, apart from the built-in names.
 REGISTRY_PREFIX = "registry:"
 
-#: The names of the output readers a process preset can ask for (``"text"``
-#: passes stdout through; the others read a CLI's JSON event stream).
-OUTPUT_FORMATS = (
-    "text",
-    "claude-stream-json",
-    "codex-json",
-    "gemini-stream-json",
-    "qwen-stream-json",
-    "cursor-stream-json",
-    "amp-stream-json",
-    "opencode-json",
-    "goose-stream-json",
-)
-
 
 @dataclass(frozen=True)
 class Preset:
@@ -52,7 +38,8 @@ class Preset:
         credentials: Names of the environment variables any one of which gives
             the agent its credentials (a logged-in CLI needs none).
         login_check: A command that exits 0 when the CLI is logged in, or ().
-        output_format: How a process agent's stdout is read (``OUTPUT_FORMATS``).
+        output_format: How a process agent's stdout is read (one of
+            ``OUTPUT_FORMATS``).
         blank_prompt: What a whitespace-only prompt gets: ``"reject"`` (an
             error before anything starts), or ``"allow"`` where the prompt is
             not sent at all (``input="none"``).
@@ -75,6 +62,8 @@ class Preset:
     version: str | None = None
 
     def __post_init__(self) -> None:
+        from ..backends.process import OUTPUT_FORMATS
+
         for name in ("args", "scrub_env", "credentials", "login_check"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.output_format not in OUTPUT_FORMATS:

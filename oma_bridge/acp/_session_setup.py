@@ -1,0 +1,105 @@
+"""The mode and config options a session is opened with (ACP session setup).
+
+The agent's answer to ``session/new`` or ``session/load`` says which modes and
+options it offers; each wanted one it offers is set, and each it does not is a
+warning the user sees, never a failed run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from . import methods as m
+
+if TYPE_CHECKING:
+    from ..bridge import JSONValue
+    from ._client_config import AcpBackendConfig
+    from .connection import Connection
+
+__all__ = ("configure_session",)
+
+logger = logging.getLogger(__name__)
+
+
+async def configure_session(
+    conn: Connection, session_id: str, config: AcpBackendConfig, opened: JSONValue
+) -> None:
+    """Set ``config.mode`` and ``config.config_options`` on the session just
+    opened, where ``opened`` (the agent's answer) offers them."""
+    if not isinstance(opened, dict):
+        return
+    if config.mode is not None:
+        await _set_mode(conn, session_id, config.mode, opened.get("modes"))
+    if config.config_options:
+        offered = opened.get("configOptions")
+        options = {
+            option.get("id"): option
+            for option in (offered if isinstance(offered, list) else [])
+            if isinstance(option, dict)
+        }
+        for config_id, value in config.config_options.items():
+            await _set_config_option(conn, session_id, config_id, value, options)
+
+
+async def _set_mode(
+    conn: Connection, session_id: str, mode: str, modes: JSONValue
+) -> None:
+    if not isinstance(modes, dict):
+        logger.warning("mode %r ignored: the agent offers no session modes", mode)
+        return
+    available = modes.get("availableModes")
+    ids = (
+        [x.get("id") for x in available if isinstance(x, dict)]
+        if isinstance(available, list)
+        else []
+    )
+    if mode not in ids:
+        logger.warning("mode %r ignored: the agent offers %s", mode, ids)
+        return
+    if modes.get("currentModeId") != mode:
+        await conn.request(
+            m.SESSION_SET_MODE, {"sessionId": session_id, "modeId": mode}
+        )
+
+
+async def _set_config_option(
+    conn: Connection,
+    session_id: str,
+    config_id: str,
+    value: str,
+    options: dict[JSONValue, dict[str, JSONValue]],
+) -> None:
+    """Set one wanted option if the agent offers it, with a value it offers."""
+    option = options.get(config_id)
+    if option is None or option.get("type") != "select":
+        logger.warning(
+            "config option %r ignored: the agent offers %s",
+            config_id,
+            sorted(str(k) for k in options),
+        )
+        return
+    values = _select_values(option.get("options"))
+    if value not in values:
+        logger.warning(
+            "config option %r=%r ignored: the agent offers %s", config_id, value, values
+        )
+        return
+    if option.get("currentValue") != value:
+        await conn.request(
+            m.SESSION_SET_CONFIG_OPTION,
+            {"sessionId": session_id, "configId": config_id, "value": value},
+        )
+
+
+def _select_values(options: JSONValue) -> list[str]:
+    """The value ids of a select option, flat or grouped (ACP session config)."""
+    values: list[str] = []
+    for entry in options if isinstance(options, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        group = entry.get("options")
+        for choice in group if isinstance(group, list) else [entry]:
+            if isinstance(choice, dict) and isinstance(choice.get("value"), str):
+                values.append(choice["value"])  # type: ignore[arg-type]
+    return values
