@@ -211,3 +211,17 @@ def test_a_blank_prompt_rule_that_contradicts_the_transport_is_refused(
 
     with pytest.raises(ValueError, match=f"blank_prompt {blank!r} does not match"):
         Preset(transport, "agent", input=input, blank_prompt=blank)  # type: ignore[arg-type]
+
+
+def test_the_shipped_protocol_matrix_matches_its_published_summary() -> None:
+    from oma_bridge.presets._registry import protocol_matrix
+
+    found = protocol_matrix()
+    # The 2026-08-20 matrix's own summary: 30 probed, 29 initialized, 17
+    # answered auth_required at session/new.
+    assert len(found) == 30
+    assert sum(f["initialize"] == "success" for f in found.values()) == 29
+    assert sum(f["session_new"] == "auth_required" for f in found.values()) == 17
+    assert {f["date"] for f in found.values()} == {"2026-08-20"}
+    registry = {e["id"] for e in _shipped_snapshot()["agents"]}
+    assert set(found) - registry == {"autohand", "github-copilot"}

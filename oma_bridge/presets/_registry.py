@@ -32,6 +32,7 @@ __all__ = (
     "RegistryAgent",
     "cache_path",
     "load_registry",
+    "protocol_matrix",
     "registry_presets",
     "update_registry",
 )
@@ -194,6 +195,26 @@ def registry_presets() -> Mapping[str, Preset]:
         if known is not None:
             found[REGISTRY_PREFIX + agent.id] = known
     return found
+
+
+@cache
+def protocol_matrix() -> Mapping[str, Mapping[str, Any]]:
+    """What the registry's daily protocol matrix found, by agent id.
+
+    Each entry has the matrix's ``date``, the ``version`` it probed, and the
+    status of ``initialize`` and ``session/new`` (``"success"``,
+    ``"auth_required"``, ``"error"``, ...) and the ``auth_methods`` offered.
+    Shipped data (``protocol_matrix.json``): a downloaded registry does not
+    change it, so compare ``version`` before trusting it for another version.
+    """
+    import json
+    from importlib.resources import files
+
+    data = json.loads(files(__package__).joinpath("protocol_matrix.json").read_bytes())
+    return {
+        agent_id: {"date": data["date"], **facts}
+        for agent_id, facts in data["agents"].items()
+    }
 
 
 def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:

@@ -131,6 +131,21 @@ def test_the_shipped_registry_lists_the_matrix_agents(home: Path) -> None:
     )
 
 
+def test_registry_agents_show_what_the_protocol_matrix_saw(home: Path) -> None:
+    found = rows(home)
+    codex = found["registry:codex-acp"]["protocol_matrix"]
+    assert codex["date"] == "2026-08-20"
+    assert (codex["initialize"], codex["session_new"]) == ("success", "auth_required")
+    assert found["registry:mistral-vibe"]["protocol_matrix"] is None  # not probed
+    assert found["claude"]["protocol_matrix"] is None  # a preset: not the registry
+    lines = agents(home).stdout.splitlines()
+    line = {row.split()[0]: row for row in lines}
+    assert "login needed (matrix)" in line["registry:codex-acp"]
+    assert "session ok (matrix)" in line["registry:claude-acp"]
+    assert "did not start (matrix)" in line["registry:cortex-code"]
+    assert "(matrix)" not in line["registry:mistral-vibe"]
+
+
 def test_configured_agents_come_first_with_their_overrides(home: Path) -> None:
     (home / "work" / "oma-bridge.toml").write_text(
         '[agents.reviewer]\npreset = "codex"\n'
