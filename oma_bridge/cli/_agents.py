@@ -210,7 +210,7 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
         versions = dict(zip(probe, found, strict=True))
         logged_in = dict(zip(checks, logins, strict=False))
     rows = []
-    matrix = _matrix() if any(kind == "registry" for _, kind, _ in entries) else {}
+    matrix = _matrix()
     for name, kind, known in entries:
         path = paths[known.command]
         runner = known.command in _RUNNERS
@@ -231,18 +231,19 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
                 "output_format": known.output_format,
                 "command_line": _command_line(known),
                 "description": known.description,
-                "protocol_matrix": matrix.get(name) if kind == "registry" else None,
+                "protocol_matrix": matrix.get((kind, name)),
             }
         )
     return rows
 
 
-def _matrix() -> dict[str, Any]:
-    """The protocol matrix's findings by ``registry:<id>`` name."""
+def _matrix() -> dict[tuple[str, str], Any]:
+    """The protocol matrix's findings by (``"registry"``, ``registry:<id>``)."""
     from ..presets._presets import REGISTRY_PREFIX
     from ..presets._registry import protocol_matrix
 
-    return {REGISTRY_PREFIX + key: dict(v) for key, v in protocol_matrix().items()}
+    found = protocol_matrix().items()
+    return {("registry", REGISTRY_PREFIX + key): dict(v) for key, v in found}
 
 
 def _status(row: dict[str, Any]) -> str:
