@@ -121,15 +121,77 @@ def test_registry_agents_run_by_npx_uvx_or_their_installed_binary() -> None:
     assert only_binary.preset("darwin-aarch64") is None
 
 
-def test_the_registry_snapshot_gives_every_agent_an_acp_preset() -> None:
+def test_a_package_entry_naming_its_cmd_runs_that_command_of_the_package() -> None:
+    from oma_bridge.presets._registry import (
+        Distribution,
+        PackageDistribution,
+        RegistryAgent,
+    )
+
+    def argv(distribution: Distribution) -> list[str]:
+        found = RegistryAgent("a", "A", "1", "d", distribution).preset("any")
+        assert found is not None
+        return found.argv()
+
+    npx = PackageDistribution("@x/tools@2.0.0", ("--acp",), cmd="x-acp")
+    assert argv(Distribution(npx=npx)) == [
+        "npx", "-y", "--package", "@x/tools@2.0.0", "x-acp", "--acp",
+    ]  # fmt: skip
+    uvx = PackageDistribution("x-tools==2.0.0", ("serve",), cmd="x-acp")
+    assert argv(Distribution(uvx=uvx)) == [
+        "uvx", "--from", "x-tools==2.0.0", "x-acp", "serve",
+    ]  # fmt: skip
+
+
+def _shipped_snapshot() -> dict:
     import json
     from importlib.resources import files
 
-    snapshot = json.loads(
+    data: dict = json.loads(
         files("oma_bridge.presets").joinpath("registry.json").read_bytes()
     )
+    return data
+
+
+def test_every_shipped_registry_agent_runs_on_linux_x86_64() -> None:
+    from oma_bridge.presets._registry import parse_registry
+
+    data = _shipped_snapshot()
+    registry = parse_registry(data, "registry.json")
+    assert len(registry.agents) >= 25
+    for agent, entry in zip(registry.agents, data["agents"], strict=True):
+        found = agent.preset("linux-x86_64")
+        assert found is not None, agent.id
+        dist = entry["distribution"]
+        argv = found.argv()
+        if "npx" in dist:  # the npm package, pinned to the agent's version
+            assert argv[:3] == ["npx", "-y", dist["npx"]["package"]], agent.id
+            assert "@" in dist["npx"]["package"].lstrip("@"), agent.id
+        elif "uvx" in dist:
+            assert argv[:2] == ["uvx", dist["uvx"]["package"]], agent.id
+        else:  # the binary the linux archive unpacks, found on PATH
+            target = dist["binary"]["linux-x86_64"]
+            assert argv[0] == target["cmd"].rsplit("/", 1)[-1], agent.id
+            assert "/" not in argv[0] and argv[0], agent.id
+        assert all(isinstance(arg, str) and arg for arg in argv), agent.id
+        assert found.version == entry["version"], agent.id
+
+
+def test_the_shipped_snapshot_says_where_each_entry_came_from() -> None:
+    data = _shipped_snapshot()
+    snapshot = data["snapshot"]
+    ids = [entry["id"] for entry in data["agents"]]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert snapshot["repository"] == "agentclientprotocol/registry"
+    assert set(snapshot["commits"]) == set(ids)
+    assert all(len(commit) == 40 for commit in snapshot["commits"].values())
+    assert "github-copilot" in snapshot["left_out"] and "github-copilot" not in ids
+
+
+def test_the_registry_snapshot_gives_every_agent_an_acp_preset() -> None:
+    snapshot = _shipped_snapshot()
     names = {f"registry:{entry['id']}" for entry in snapshot["agents"]}
-    assert len(names) >= 10
+    assert len(names) >= 25
     here = {name for name in PRESETS if name.startswith("registry:")}
     assert here <= names
     for name in here:
@@ -149,3 +211,17 @@ def test_a_blank_prompt_rule_that_contradicts_the_transport_is_refused(
 
     with pytest.raises(ValueError, match=f"blank_prompt {blank!r} does not match"):
         Preset(transport, "agent", input=input, blank_prompt=blank)  # type: ignore[arg-type]
+
+
+def test_the_shipped_protocol_matrix_matches_its_published_summary() -> None:
+    from oma_bridge.presets._registry import protocol_matrix
+
+    found = protocol_matrix()
+    # The 2026-08-20 matrix's own summary: 30 probed, 29 initialized, 17
+    # answered auth_required at session/new.
+    assert len(found) == 30
+    assert sum(f["initialize"] == "success" for f in found.values()) == 29
+    assert sum(f["session_new"] == "auth_required" for f in found.values()) == 17
+    assert {f["date"] for f in found.values()} == {"2026-08-20"}
+    registry = {e["id"] for e in _shipped_snapshot()["agents"]}
+    assert set(found) - registry == {"autohand", "github-copilot"}

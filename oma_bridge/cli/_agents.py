@@ -46,7 +46,9 @@ def add_parser(commands: Any) -> None:
         description="List the agents --agent NAME can run: those defined in\n"
         "oma-bridge.toml, the built-in presets, and the agents of the official\n"
         "ACP registry (registry:ID). For each: installed or not (found on PATH),\n"
-        "its version, which credential variables are unset, the command line.",
+        "its version, which credential variables are unset, the command line.\n"
+        "For a registry agent, CREDENTIALS says what the registry's daily protocol\n"
+        "matrix saw when it opened a session with no login (its date is in --json).",
         epilog=CONFIG_HELP,
         formatter_class=HelpFormatter,
     )
@@ -198,6 +200,7 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
     paths = {known.command: _which(known.command) for _, _, known in entries}
     versions, logged_in = _probe_all(entries, paths, timeout, check_login)
     rows = []
+    matrix = _matrix()
     for name, kind, known in entries:
         path = paths[known.command]
         runner = known.command in _RUNNERS
@@ -218,6 +221,7 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
                 "output_format": known.output_format,
                 "command_line": _command_line(known),
                 "description": known.description,
+                "protocol_matrix": matrix.get((kind, name)),
             }
         )
     return rows
@@ -244,6 +248,15 @@ def _probe_all(
     return versions, logged_in
 
 
+def _matrix() -> dict[tuple[str, str], Any]:
+    """The protocol matrix's findings by (``"registry"``, ``registry:<id>``)."""
+    from ..presets._presets import REGISTRY_PREFIX
+    from ..presets._registry import protocol_matrix
+
+    found = protocol_matrix().items()
+    return {("registry", REGISTRY_PREFIX + key): dict(v) for key, v in found}
+
+
 def _status(row: dict[str, Any]) -> str:
     if not row["installed"]:
         return "not installed"
@@ -254,8 +267,18 @@ def _status(row: dict[str, Any]) -> str:
     return f"{status} ({login})" if login else status
 
 
+#: What the registry's protocol matrix saw at session/new, said briefly.
+_MATRIX_SAYS = {"auth_required": "login needed", "success": "session ok"}
+
+
 def _credentials(row: dict[str, Any]) -> str:
     unset = row["unset_credentials"]
+    found = row.get("protocol_matrix")
+    if not row["credentials"] and found:  # a registry agent: what the matrix saw
+        if found["initialize"] != "success":
+            return "did not start (matrix)"
+        said = _MATRIX_SAYS.get(found["session_new"], "session/new failed")
+        return f"{said} (matrix)"
     if not row["credentials"]:
         return "-"
     if len(unset) < len(row["credentials"]):

@@ -6,7 +6,9 @@ read instead from then on. Entries are validated with pydantic (outside data)
 when first read, and each becomes a ``registry:<id>`` preset whose command line
 is built from its distribution: ``npx -y <package>``, ``uvx <package>``, or the
 binary for this platform, which must be installed on PATH (nothing is
-downloaded to run it).
+downloaded to run it). A package entry that names its ``cmd`` runs that
+command from the package (``npx -y --package <package> <cmd>``, ``uvx --from
+<package> <cmd>``), as FORMAT.md says.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = (
     "RegistryAgent",
     "cache_path",
     "load_registry",
+    "protocol_matrix",
     "registry_presets",
     "update_registry",
 )
@@ -55,7 +58,18 @@ class PackageDistribution:
     package: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    #: The package's command to run, when it is not the package's default one.
+    cmd: str | None = None
     __pydantic_config__ = _IGNORE_NEW_KEYS
+
+    def argv(self, runner: str) -> tuple[str, ...]:
+        """The arguments after ``npx``/``uvx`` that run this package."""
+        if self.cmd is None:
+            start: tuple[str, ...] = (self.package,)
+        else:  # the package's other command, fetched by the package's name
+            start = ("--package" if runner == "npx" else "--from", self.package)
+            start += (self.cmd,)
+        return ("-y", *start) if runner == "npx" else start
 
 
 @dataclass(frozen=True)
@@ -76,18 +90,17 @@ class RegistryAgent:
     description: str
     distribution: Distribution
     repository: str | None = None
+    website: str | None = None
     license: str | None = None
     __pydantic_config__ = _IGNORE_NEW_KEYS
 
     def preset(self, platform: str) -> Preset | None:
         """How to run it over ACP here, or None when no distribution fits."""
         dist = self.distribution
-        package, runner = (
-            (dist.npx, ("npx", "-y")) if dist.npx is not None else (dist.uvx, ("uvx",))
-        )
+        npx = dist.npx is not None
+        command, package = ("npx", dist.npx) if npx else ("uvx", dist.uvx)
         if package is not None:
-            command, args, env = runner[0], (*runner[1:], package.package), package.env
-            args += package.args
+            args, env = (*package.argv(command), *package.args), package.env
         elif platform in dist.binary:
             target = dist.binary[platform]
             # The archive unpacks the command; installed, it is found on PATH.
@@ -101,7 +114,7 @@ class RegistryAgent:
             args,
             f"{self.name} over ACP (registry)",
             env=env,
-            docs=self.repository or "",
+            docs=self.repository or self.website or "",
             version=self.version,
         )
 
@@ -182,6 +195,26 @@ def registry_presets() -> Mapping[str, Preset]:
         if known is not None:
             found[REGISTRY_PREFIX + agent.id] = known
     return found
+
+
+@cache
+def protocol_matrix() -> Mapping[str, Mapping[str, Any]]:
+    """What the registry's daily protocol matrix found, by agent id.
+
+    Each entry has the matrix's ``date``, the ``version`` it probed, and the
+    status of ``initialize`` and ``session/new`` (``"success"``,
+    ``"auth_required"``, ``"error"``, ...) and the ``auth_methods`` offered.
+    Shipped data (``protocol_matrix.json``): a downloaded registry does not
+    change it, so compare ``version`` before trusting it for another version.
+    """
+    import json
+    from importlib.resources import files
+
+    data = json.loads(files(__package__).joinpath("protocol_matrix.json").read_bytes())
+    return {
+        agent_id: {"date": data["date"], **facts}
+        for agent_id, facts in data["agents"].items()
+    }
 
 
 def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:

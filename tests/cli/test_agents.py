@@ -116,6 +116,36 @@ def test_npx_on_path_makes_registry_agents_runnable(home: Path) -> None:
         assert row["version"]  # the registry's version: npx is not asked
 
 
+def test_the_shipped_registry_lists_the_matrix_agents(home: Path) -> None:
+    found = rows(home)
+    registry = {n: r for n, r in found.items() if r["kind"] == "registry"}
+    assert len(registry) >= 25
+    assert {
+        "registry:claude-acp", "registry:codex-acp", "registry:gemini",
+        "registry:cursor", "registry:goose", "registry:opencode",
+    } <= set(registry)  # fmt: skip
+    assert all(row["transport"] == "acp" for row in registry.values())
+    assert registry["registry:goose"]["command_line"] == "goose acp"
+    assert registry["registry:codex-acp"]["command_line"].startswith(
+        "npx -y @agentclientprotocol/codex-acp@"
+    )
+
+
+def test_registry_agents_show_what_the_protocol_matrix_saw(home: Path) -> None:
+    found = rows(home)
+    codex = found["registry:codex-acp"]["protocol_matrix"]
+    assert codex["date"] == "2026-08-20"
+    assert (codex["initialize"], codex["session_new"]) == ("success", "auth_required")
+    assert found["registry:mistral-vibe"]["protocol_matrix"] is None  # not probed
+    assert found["claude"]["protocol_matrix"] is None  # a preset: not the registry
+    lines = agents(home).stdout.splitlines()
+    line = {row.split()[0]: row for row in lines}
+    assert "login needed (matrix)" in line["registry:codex-acp"]
+    assert "session ok (matrix)" in line["registry:claude-acp"]
+    assert "did not start (matrix)" in line["registry:cortex-code"]
+    assert "(matrix)" not in line["registry:mistral-vibe"]
+
+
 def test_configured_agents_come_first_with_their_overrides(home: Path) -> None:
     (home / "work" / "oma-bridge.toml").write_text(
         '[agents.reviewer]\npreset = "codex"\n'
