@@ -3,11 +3,12 @@ TypeScript): the replayed history is kept apart, never output of a run.
 
 The TypeScript peer needs node and ``@agentclientprotocol/sdk`` installed under
 OMA_BRIDGE_ACP_AGENTS (default /tmp/acp-agents: ``npm install --prefix
-/tmp/acp-agents @agentclientprotocol/sdk``); without them its cases skip.
+/tmp/acp-agents @agentclientprotocol/sdk@0.17``); without them its cases skip.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -31,7 +32,17 @@ from oma_bridge.acp import AcpBackendConfig
 from .support import PEERS, WAIT, agent_for, fake_agent
 
 PREFIX = Path(os.environ.get("OMA_BRIDGE_ACP_AGENTS", "/tmp/acp-agents"))
-TS_SDK = PREFIX / "node_modules" / "@agentclientprotocol" / "sdk" / "dist" / "acp.js"
+
+TS_PACKAGE = PREFIX / "node_modules" / "@agentclientprotocol" / "sdk"
+TS_SDK = TS_PACKAGE / "dist" / "acp.js"
+
+
+def _ts_sdk_version() -> str | None:
+    try:
+        version = json.loads((TS_PACKAGE / "package.json").read_text()).get("version")
+    except (OSError, ValueError):
+        return None
+    return version if isinstance(version, str) else None
 
 
 def _skip_reason(sdk: str) -> str | None:
@@ -43,7 +54,11 @@ def _skip_reason(sdk: str) -> str | None:
         return None
     if shutil.which("node") is None:
         return "node is not installed"
-    if not TS_SDK.exists():
+    version = _ts_sdk_version()
+    if version is not None and not version.startswith("0."):
+        # 1.x and later replaced the connection classes the peer is written with.
+        return f"the TypeScript peer needs @agentclientprotocol/sdk 0.x, not {version}"
+    if version is None or not TS_SDK.exists():
         return f"@agentclientprotocol/sdk is not installed under {PREFIX}"
     return None
 
