@@ -36,12 +36,6 @@ from ._main import (
     HelpFormatter,
     fail,
 )
-from ._sessions import (
-    SessionFileError,
-    add_session_option,
-    run_in_session,
-    session_key,
-)
 from ._signals import Termination
 
 if TYPE_CHECKING:
@@ -62,7 +56,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     add_agent_options(run, prompt_options=True)
-    add_session_option(run)
+    run.add_argument(
+        "--session",
+        metavar="NAME",
+        help="ACP agents: continue the session called NAME for this agent and "
+        "directory (created on first use; see `oma-bridge sessions`)",
+    )
     run.add_argument(
         "--format",
         choices=("text", "json", "jsonl"),
@@ -95,7 +94,11 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         config = agent_config(args, interactive=not from_stdin)
         prompt = _prompt(args.prompt, source)
-        session = None if args.session is None else session_key(args.session, config)
+        session = None
+        if args.session is not None:  # the sessions file is read only for one
+            from ._sessions import session_key
+
+            session = session_key(args.session, config)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
     show = {"text": _show, "json": None, "jsonl": _show_jsonl}[args.format]
@@ -104,10 +107,15 @@ def run_command(args: argparse.Namespace) -> int:
         with termination.forwarded():
             # The process backend runs without an event loop here: a one-shot
             # CLI start then pays for no event loop at all.
-            if session is not None:
-                result = run_in_session(session, config, prompt, show)
-            else:
+            if session is None:
                 result = Agent(config).run_sync(prompt, on_event=show)
+            else:
+                from ._sessions import SessionFileError, run_in_session
+
+                try:
+                    result = run_in_session(session, config, prompt, show)
+                except SessionFileError as exc:  # nothing was started
+                    return fail(str(exc))
     except KeyboardInterrupt:
         if termination.signum is None:
             return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
@@ -115,7 +123,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(
             f"stopped by {name}; the agent was stopped", 128 + termination.signum
         )
-    except (OmaBridgeError, SessionFileError) as exc:  # nothing was started
+    except OmaBridgeError as exc:  # nothing was started
         return fail(str(exc))
     if args.format == "json":
         _write_json(_result_json(result))

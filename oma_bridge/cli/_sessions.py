@@ -153,15 +153,6 @@ def _key(entry: dict[str, Any]) -> SessionKey:
 # -- run --session -------------------------------------------------------------
 
 
-def add_session_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--session",
-        metavar="NAME",
-        help="ACP agents: continue the session called NAME for this agent and "
-        "directory (created on first use; see `oma-bridge sessions`)",
-    )
-
-
 def session_key(name: str, config: AgentConfig) -> SessionKey:
     """The key ``--session NAME`` is recorded under for ``config``.
 
