@@ -181,6 +181,28 @@ def test_known_agents_and_their_login_commands() -> None:
         login_command="codex login",
     )
     assert "or log in with its own command first (`codex login`)" in str(error)
+    # Only the command is code: "`claude`, then /login", not "`claude, then /login`".
+    claude = AuthRequiredError(
+        "session/prompt",
+        command="claude-agent-acp",
+        rpc_code=-32000,
+        message="Authentication required",
+        login_command="claude, then /login",
+    )
+    assert "log in with its own command first (`claude`, then /login)." in str(claude)
+
+
+def test_a_message_kept_as_text_is_reworded_for_the_cli() -> None:
+    error = AuthRequiredError(
+        "session/new",
+        command="codex-acp",
+        rpc_code=-32000,
+        message="Authentication required",
+        auth_methods=[{"id": "chatgpt", "name": "Login with ChatGPT"}],
+    )
+    cli = AuthRequiredError.reworded(str(error), option="--auth-method ")
+    assert cli == error.describe(option="--auth-method ")
+    assert "auth_method=" not in cli
 
 
 @pytest.mark.skipif(
