@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..backends._redact import redact_json
-from ..bridge import AuthRequiredError, BackendStartError, RemoteError
+from ..bridge import AuthRequiredError, BackendStartError, BackendTimeout, RemoteError
 from . import methods as m
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = (
     "login",
     "request_logged_in",
     "root_hint",
+    "timed_out",
     "with_root_hint",
 )
 
@@ -107,12 +108,16 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
             agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
         ) from None
     assert agent.conn is not None
+    # Left set when a deadline cuts the request short: see timed_out().
+    agent.logging_in = wanted
     try:
         await agent.conn.request(m.AUTHENTICATE, {"methodId": wanted})
     except RemoteError as failed:
+        agent.logging_in = None
         raise auth_required(
             agent, failed, tried=wanted, problem=f"Logging in with {wanted!r} failed"
         ) from None
+    agent.logging_in = None
     agent.authenticated = True
 
 
@@ -138,6 +143,29 @@ async def request_logged_in(
         if exc.rpc_code == m.AUTH_REQUIRED:
             await login(agent, exc)  # raises: it has logged in already
         raise
+
+
+def timed_out(
+    agent: AgentProcess, what: str, timeout: float
+) -> AuthRequiredError | BackendTimeout:
+    """The error for ``what`` cut short after ``timeout`` seconds: a login that
+    never answered (codex-acp's ``chatgpt`` waits for a browser) is a login
+    problem, which a longer timeout does not solve."""
+    wanted = agent.logging_in
+    if wanted is None:
+        return BackendTimeout(what, timeout=timeout)
+    waiting = RemoteError(
+        m.AUTHENTICATE,
+        rpc_code=m.AUTH_REQUIRED,
+        message=f"no answer within {timeout:g} s",
+    )
+    return auth_required(
+        agent,
+        waiting,
+        tried=wanted,
+        problem=f"Logging in with {wanted!r} did not finish (a login that waits "
+        "for a browser or a terminal cannot finish here)",
+    )
 
 
 def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:

@@ -69,6 +69,34 @@ async def test_auth_method_logs_in_before_a_load(tmp_path) -> None:
     ]
 
 
+@pytest.mark.parametrize("at", ["new", "load"])
+async def test_a_login_that_never_answers_is_a_login_error_in_bounded_time(
+    tmp_path, at
+) -> None:
+    # codex-acp's "chatgpt" method waits for a browser: the start-up deadline
+    # ends it, and the error says the login, not the agent, is the problem.
+    log = tmp_path / "log"
+    config = login_agent(
+        log, "--at", at, "--hang-auth", auth_method="token", startup_timeout=1.0
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT), pytest.raises(AuthRequiredError) as caught:
+            if at == "load":
+                await agent.load_session("s1")
+            else:
+                raise_error(await agent.run("you"))
+    error = caught.value
+    assert error.method == "authenticate" and error.tried == "token"
+    assert "Logging in with 'token' did not finish" in str(error)
+    assert "browser" in str(error) and "raise the timeout" not in str(error)
+    assert received(log)[-1] == "authenticate"
+
+
+def raise_error(result: Any) -> None:
+    assert result.error is not None
+    raise result.error
+
+
 async def test_a_cancelled_load_stops_the_agent(tmp_path) -> None:
     log = tmp_path / "log"
     observe, loading = when_sent("session/load")
