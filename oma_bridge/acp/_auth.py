@@ -13,7 +13,13 @@ import os
 from typing import TYPE_CHECKING
 
 from ..backends._redact import redact_json
-from ..bridge import AuthRequiredError, BackendStartError, BackendTimeout, RemoteError
+from ..bridge import (
+    AuthRequiredError,
+    BackendStartError,
+    BackendTimeout,
+    ProtocolError,
+    RemoteError,
+)
 from . import methods as m
 
 if TYPE_CHECKING:
@@ -117,6 +123,10 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
         raise auth_required(
             agent, failed, tried=wanted, problem=f"Logging in with {wanted!r} failed"
         ) from None
+    except ProtocolError as broken:
+        # gemini's oauth-personal draws a login screen on stdout, the protocol
+        # stream: a login that needs a person, as in timed_out().
+        raise _unfinished(agent, wanted, _screen_text(broken)) from None
     agent.logging_in = None
     agent.authenticated = True
 
@@ -154,11 +164,21 @@ def timed_out(
     wanted = agent.logging_in
     if wanted is None:
         return BackendTimeout(what, timeout=timeout)
-    waiting = RemoteError(
-        m.AUTHENTICATE,
-        rpc_code=m.AUTH_REQUIRED,
-        message=f"no answer within {timeout:g} s",
-    )
+    return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
+
+
+def _screen_text(broken: ProtocolError) -> str:
+    """What a login screen written to the protocol stream says, as one line
+    without the terminal's control sequences."""
+    from ..backends._screen import clean
+
+    text = " ".join(clean(broken.line_preview or "").split())
+    return f"it wrote on the protocol stream: {text}" if text else str(broken)
+
+
+def _unfinished(agent: AgentProcess, wanted: str, said: str) -> AuthRequiredError:
+    """The login with ``wanted`` did not finish (``said`` is what happened)."""
+    waiting = RemoteError(m.AUTHENTICATE, rpc_code=m.AUTH_REQUIRED, message=said)
     return auth_required(
         agent,
         waiting,

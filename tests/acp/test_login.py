@@ -92,6 +92,21 @@ async def test_a_login_that_never_answers_is_a_login_error_in_bounded_time(
     assert received(log)[-1] == "authenticate"
 
 
+async def test_a_login_screen_on_the_protocol_stream_is_a_login_error(
+    tmp_path,
+) -> None:
+    log = tmp_path / "log"
+    config = login_agent(log, "--screen-auth", auth_method="token")
+    result = await run_once(config)
+    error = result.error
+    assert isinstance(error, AuthRequiredError), error
+    assert (error.method, error.tried) == ("authenticate", "token")
+    message = str(error)
+    assert "it wrote on the protocol stream: Please visit this URL)" in message
+    assert "\x1b" not in message and "\n" not in message
+    assert "Logging in with 'token' did not finish" in message
+
+
 def raise_error(result: Any) -> None:
     assert result.error is not None
     raise result.error
