@@ -43,16 +43,23 @@ async def configure_session(
         assert isinstance(modes, dict)
         modes["currentModeId"] = config.mode
     if config.config_options:
-        offered = opened.get("configOptions")
-        options = {
-            option.get("id"): option
-            for option in (offered if isinstance(offered, list) else [])
-            if isinstance(option, dict)
-        }
-        for config_id, value in config.config_options.items():
-            if await _set_config_option(conn, session_id, config_id, value, options):
-                options[config_id]["currentValue"] = value
+        await _set_options(conn, session_id, config, opened.get("configOptions"))
     return opened
+
+
+async def _set_options(
+    conn: Connection, session_id: str, config: AcpBackendConfig, offered: JSONValue
+) -> None:
+    """Set the wanted config options; each one set is marked current in
+    ``offered`` (the answer's ``configOptions``)."""
+    options = {
+        option.get("id"): option
+        for option in (offered if isinstance(offered, list) else [])
+        if isinstance(option, dict)
+    }
+    for config_id, value in config.config_options.items():
+        if await _set_config_option(conn, session_id, config_id, value, options):
+            options[config_id]["currentValue"] = value
 
 
 async def _set_mode(
