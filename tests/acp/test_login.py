@@ -69,7 +69,7 @@ async def test_auth_method_logs_in_before_a_load(tmp_path) -> None:
     ]
 
 
-@pytest.mark.parametrize("at", ["new", "load"])
+@pytest.mark.parametrize("at", ["new", "load", "prompt"])
 async def test_a_login_that_never_answers_is_a_login_error_in_bounded_time(
     tmp_path, at
 ) -> None:
@@ -90,6 +90,25 @@ async def test_a_login_that_never_answers_is_a_login_error_in_bounded_time(
     assert "Logging in with 'token' did not finish" in str(error)
     assert "browser" in str(error) and "raise the timeout" not in str(error)
     assert received(log)[-1] == "authenticate"
+
+
+async def test_a_login_at_the_prompt_that_never_answers_stops_that_agent(
+    tmp_path,
+) -> None:
+    # No run timeout: the start-up bound applies to the login; the agent, its
+    # authenticate still pending, is not used again.
+    log = tmp_path / "log"
+    config = login_agent(
+        log, "--at", "prompt", "--hang-auth", auth_method="token", startup_timeout=1.0
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            first = await agent.run("you")
+            second = await agent.run("again")
+    for result in (first, second):
+        assert isinstance(result.error, AuthRequiredError), result.error
+        assert "Logging in with 'token' did not finish" in str(result.error)
+    assert received(log).count("initialize") == 2  # a fresh agent for the second
 
 
 async def test_a_login_screen_on_the_protocol_stream_is_a_login_error(
