@@ -241,10 +241,10 @@ class AcpRun:
             except AuthRequiredError as error:
                 return self._terminal(error)
             if scope.cancelled_caught:
-                error = timed_out(agent, m.AUTHENTICATE, limit)
+                unfinished = timed_out(agent, m.AUTHENTICATE, limit)
                 with anyio.CancelScope(shield=True):
                     await self._backend._drop_agent()  # authenticate still pending
-                return self._terminal(error)
+                return self._terminal(unfinished)
             agent.system_prompt_sent = self._system_sent_before  # it was refused
             await self._prompt(agent)
             return await self._next_event()
