@@ -184,7 +184,7 @@ def _unfinished(agent: AgentProcess, wanted: str, said: str) -> AuthRequiredErro
         waiting,
         tried=wanted,
         problem=f"Logging in with {wanted!r} did not finish (a login that waits "
-        "for a browser or a terminal cannot finish here)",
+        "for a browser or a terminal is best done with the agent's own command)",
     )
 
 
