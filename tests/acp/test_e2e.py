@@ -75,7 +75,9 @@ async def test_real_agent_without_credentials(name, anyio_backend) -> None:
     error = result.error
     assert isinstance(error, AuthRequiredError), repr(error)
     assert error.rpc_code == -32000
-    assert error.login_command is not None and error.login_command in str(error)
+    assert error.login_command is not None
+    command = error.login_command.partition(", then ")[0]  # "claude, then /login"
+    assert f"own command first (`{command}`" in str(error)
     if error.auth_methods:
         assert "auth methods" in str(error)
         assert "--auth-method ID" in error.describe(option="--auth-method ")
