@@ -223,9 +223,10 @@ def test_an_acp_agent_requiring_login_stops_the_batch(tmp_path: Path) -> None:
     rows = records(out)
     assert len(rows) == RUN_WIDE_LIMIT
     assert "stopped launching items" in done.stderr
-    # The advice is in the CLI's terms, in the stop line and the results file
-    # (the summary's sample is shortened before it).
-    assert "Choose one with --auth-method ID" in done.stderr
+    # The advice is in the CLI's terms, in the stop line, the summary's sample
+    # (shortened in its middle: its end says what to do) and the results file.
+    [sample] = [line for line in done.stderr.splitlines() if "AUTH_REQUIRED 3" in line]
+    assert " ... " in sample and "Choose one with --auth-method ID" in sample
     assert "auth_method=" not in done.stderr
     for row in rows:
         assert row["error_kind"] == "AUTH_REQUIRED"
