@@ -29,13 +29,12 @@ from ..backends._proc import (
 from ..backends._redact import secret_values
 from ..bridge import (
     BackendStartError,
-    BackendTimeout,
     OmaBridgeError,
     ProtocolError,
     RemoteError,
 )
 from . import methods as m
-from ._auth import request_logged_in, with_root_hint
+from ._auth import request_logged_in, timed_out, with_root_hint
 from ._client_router import client_capabilities, client_router
 from ._files import FileSandbox
 from ._framing import NdjsonStream, preview
@@ -83,6 +82,7 @@ class AgentProcess:
         self.initialized = False  # initialize was answered (caps are known)
         self.env: dict[str, str] = {}
         self.authenticated = False  # authenticate succeeded (done once at most)
+        self.logging_in: str | None = None  # the method of authenticate in flight
         # While a session/load is in flight: its replayed updates go here.
         self.replay: Replay | None = None
         self.loaded: SessionReplay | None = None  # what config.session_id replayed
@@ -340,9 +340,10 @@ class AgentProcess:
         with anyio.move_on_after(self.config.startup_timeout) as scope:
             await self._open_session()
         if scope.cancelled_caught:
-            raise BackendTimeout(
+            raise timed_out(
+                self,
                 f"Opening a new session of the ACP agent {self.config.command!r}",
-                timeout=self.config.startup_timeout,
+                self.config.startup_timeout,
             )
         self.session_used = False
 

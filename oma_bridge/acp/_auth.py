@@ -13,7 +13,13 @@ import os
 from typing import TYPE_CHECKING
 
 from ..backends._redact import redact_json
-from ..bridge import AuthRequiredError, BackendStartError, RemoteError
+from ..bridge import (
+    AuthRequiredError,
+    BackendStartError,
+    BackendTimeout,
+    ProtocolError,
+    RemoteError,
+)
 from . import methods as m
 
 if TYPE_CHECKING:
@@ -29,6 +35,7 @@ __all__ = (
     "login",
     "request_logged_in",
     "root_hint",
+    "timed_out",
     "with_root_hint",
 )
 
@@ -107,12 +114,20 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
             agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
         ) from None
     assert agent.conn is not None
+    # Left set when a deadline cuts the request short: see timed_out().
+    agent.logging_in = wanted
     try:
         await agent.conn.request(m.AUTHENTICATE, {"methodId": wanted})
     except RemoteError as failed:
+        agent.logging_in = None
         raise auth_required(
             agent, failed, tried=wanted, problem=f"Logging in with {wanted!r} failed"
         ) from None
+    except ProtocolError as broken:
+        # gemini's oauth-personal draws a login screen on stdout, the protocol
+        # stream: a login that needs a person, as in timed_out().
+        raise _unfinished(agent, wanted, _screen_text(broken)) from None
+    agent.logging_in = None
     agent.authenticated = True
 
 
@@ -138,6 +153,39 @@ async def request_logged_in(
         if exc.rpc_code == m.AUTH_REQUIRED:
             await login(agent, exc)  # raises: it has logged in already
         raise
+
+
+def timed_out(
+    agent: AgentProcess, what: str, timeout: float
+) -> AuthRequiredError | BackendTimeout:
+    """The error for ``what`` cut short after ``timeout`` seconds: a login that
+    never answered (codex-acp's ``chatgpt`` waits for a browser) is a login
+    problem, which a longer timeout does not solve."""
+    wanted = agent.logging_in
+    if wanted is None:
+        return BackendTimeout(what, timeout=timeout)
+    return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
+
+
+def _screen_text(broken: ProtocolError) -> str:
+    """What a login screen written to the protocol stream says, as one line
+    without the terminal's control sequences."""
+    from ..backends._screen import clean
+
+    text = " ".join(clean(broken.line_preview or "").split())
+    return f"it wrote on the protocol stream: {text}" if text else str(broken)
+
+
+def _unfinished(agent: AgentProcess, wanted: str, said: str) -> AuthRequiredError:
+    """The login with ``wanted`` did not finish (``said`` is what happened)."""
+    waiting = RemoteError(m.AUTHENTICATE, rpc_code=m.AUTH_REQUIRED, message=said)
+    return auth_required(
+        agent,
+        waiting,
+        tried=wanted,
+        problem=f"Logging in with {wanted!r} did not finish (a login that waits "
+        "for a browser or a terminal is best done with the agent's own command)",
+    )
 
 
 def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:

@@ -29,6 +29,7 @@ from ._auth import request_logged_in
 from ._jsonrpc import RequestError
 from ._mapping import PROMPT_BLOCKS
 from ._real_agent import RealAgent
+from ._session_setup import configure_session
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Container
@@ -180,6 +181,7 @@ class Proxy:
                 result = await self._new(agent, params)
             else:
                 result = await self._load(agent, params, load, replay=replay)
+            result = await self._configure(agent, result)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await agent.stop()
@@ -218,6 +220,20 @@ class Proxy:
         agent.system_prompt_sent = True
         await agent.flushed()
         return result
+
+    async def _configure(
+        self, agent: RealAgent, result: dict[str, JSONValue]
+    ) -> dict[str, JSONValue]:
+        """``serve --mode/--model/--config``, set on the session just opened;
+        the editor's answer shows them as current."""
+        assert agent.conn is not None
+        try:
+            configured = await configure_session(
+                agent.conn, agent.session_id, agent.config, result
+            )
+        except OmaBridgeError as exc:
+            raise await agent.editor_error(exc) from None
+        return configured if isinstance(configured, dict) else result
 
     def _moved(self, agent: RealAgent, cwd: str) -> bool:
         """Whether ``agent`` serves files or terminals rooted elsewhere."""

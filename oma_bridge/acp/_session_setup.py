@@ -7,6 +7,7 @@ warning the user sees, never a failed run.
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import TYPE_CHECKING
 
@@ -24,30 +25,50 @@ logger = logging.getLogger(__name__)
 
 async def configure_session(
     conn: Connection, session_id: str, config: AcpBackendConfig, opened: JSONValue
-) -> None:
+) -> JSONValue:
     """Set ``config.mode`` and ``config.config_options`` on the session just
-    opened, where ``opened`` (the agent's answer) offers them."""
-    if not isinstance(opened, dict):
-        return
-    if config.mode is not None:
-        await _set_mode(conn, session_id, config.mode, opened.get("modes"))
+    opened, where ``opened`` (the agent's answer) offers them.
+
+    Returns:
+        ``opened`` as it now stands: a copy with the current mode and option
+        values set here (``serve --acp`` hands it to the editor).
+    """
+    if not isinstance(opened, dict) or not (config.mode or config.config_options):
+        return opened
+    opened = copy.deepcopy(opened)
+    modes = opened.get("modes")
+    if config.mode is not None and await _set_mode(
+        conn, session_id, config.mode, modes
+    ):
+        assert isinstance(modes, dict)
+        modes["currentModeId"] = config.mode
     if config.config_options:
-        offered = opened.get("configOptions")
-        options = {
-            option.get("id"): option
-            for option in (offered if isinstance(offered, list) else [])
-            if isinstance(option, dict)
-        }
-        for config_id, value in config.config_options.items():
-            await _set_config_option(conn, session_id, config_id, value, options)
+        await _set_options(conn, session_id, config, opened.get("configOptions"))
+    return opened
+
+
+async def _set_options(
+    conn: Connection, session_id: str, config: AcpBackendConfig, offered: JSONValue
+) -> None:
+    """Set the wanted config options; each one set is marked current in
+    ``offered`` (the answer's ``configOptions``)."""
+    options = {
+        option.get("id"): option
+        for option in (offered if isinstance(offered, list) else [])
+        if isinstance(option, dict)
+    }
+    for config_id, value in config.config_options.items():
+        if await _set_config_option(conn, session_id, config_id, value, options):
+            options[config_id]["currentValue"] = value
 
 
 async def _set_mode(
     conn: Connection, session_id: str, mode: str, modes: JSONValue
-) -> None:
+) -> bool:
+    """Whether the session is now in ``mode``."""
     if not isinstance(modes, dict):
         logger.warning("mode %r ignored: the agent offers no session modes", mode)
-        return
+        return False
     available = modes.get("availableModes")
     ids = (
         [x.get("id") for x in available if isinstance(x, dict)]
@@ -56,11 +77,12 @@ async def _set_mode(
     )
     if mode not in ids:
         logger.warning("mode %r ignored: the agent offers %s", mode, ids)
-        return
+        return False
     if modes.get("currentModeId") != mode:
         await conn.request(
             m.SESSION_SET_MODE, {"sessionId": session_id, "modeId": mode}
         )
+    return True
 
 
 async def _set_config_option(
@@ -69,8 +91,9 @@ async def _set_config_option(
     config_id: str,
     value: str,
     options: dict[JSONValue, dict[str, JSONValue]],
-) -> None:
-    """Set one wanted option if the agent offers it, with a value it offers."""
+) -> bool:
+    """Set one wanted option if the agent offers it, with a value it offers;
+    whether it now has that value."""
     option = options.get(config_id)
     if option is None or option.get("type") != "select":
         logger.warning(
@@ -78,18 +101,19 @@ async def _set_config_option(
             config_id,
             sorted(str(k) for k in options),
         )
-        return
+        return False
     values = _select_values(option.get("options"))
     if value not in values:
         logger.warning(
             "config option %r=%r ignored: the agent offers %s", config_id, value, values
         )
-        return
+        return False
     if option.get("currentValue") != value:
         await conn.request(
             m.SESSION_SET_CONFIG_OPTION,
             {"sessionId": session_id, "configId": config_id, "value": value},
         )
+    return True
 
 
 def _select_values(options: JSONValue) -> list[str]:

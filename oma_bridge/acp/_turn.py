@@ -28,7 +28,7 @@ from ..bridge import (
     TokenUsage,
 )
 from . import methods as m
-from ._auth import login
+from ._auth import login, timed_out
 from ._updates import TurnUpdates, turn_end
 
 if TYPE_CHECKING:
@@ -233,10 +233,18 @@ class AcpRun:
             # (claude-agent-acp) open a session and only then ask for a login.
             if exc.rpc_code != m.AUTH_REQUIRED:
                 return self._terminal(exc)
+            # Bounded as at start-up: a login waiting for a browser never ends.
+            limit = agent.config.startup_timeout
             try:
-                await login(agent, exc)  # once per agent: a second refusal raises
+                with anyio.move_on_after(limit) as scope:
+                    await login(agent, exc)  # once per agent: a second refusal raises
             except AuthRequiredError as error:
                 return self._terminal(error)
+            if scope.cancelled_caught:
+                unfinished = timed_out(agent, m.AUTHENTICATE, limit)
+                with anyio.CancelScope(shield=True):
+                    await self._backend._drop_agent()  # authenticate still pending
+                return self._terminal(unfinished)
             agent.system_prompt_sent = self._system_sent_before  # it was refused
             await self._prompt(agent)
             return await self._next_event()

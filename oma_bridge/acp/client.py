@@ -60,10 +60,10 @@ import anyio
 
 from ..bridge import (
     BackendStartError,
-    BackendTimeout,
     OmaBridgeError,
 )
 from ._agent_process import AgentProcess
+from ._auth import timed_out
 from ._client_config import (
     AcpBackendConfig,
     ClientDelegate,
@@ -175,10 +175,11 @@ class AcpBackend:
                 return await agent.load(session_id)
         except TimeoutError:
             await self._drop_agent()
-            raise BackendTimeout(
+            raise timed_out(
+                agent,
                 f"Loading session {session_id!r} of the ACP agent "
                 f"{self.config.command!r}",
-                timeout=self.config.startup_timeout,
+                self.config.startup_timeout,
             ) from None
         except OmaBridgeError as exc:
             if agent.conn is None or agent.conn.error is not None:
@@ -224,10 +225,11 @@ class AcpBackend:
                     with anyio.fail_after(self.config.startup_timeout):
                         await agent.start(open_session=open_session)
             except TimeoutError:
-                raise BackendTimeout(
+                raise timed_out(
+                    agent,
                     f"Starting the ACP agent {self.config.command!r} (spawn, "
                     "initialize, session)",
-                    timeout=self.config.startup_timeout,
+                    self.config.startup_timeout,
                 ) from None
         elif open_session and not agent.session_id:
             # A load_session() that failed left none.

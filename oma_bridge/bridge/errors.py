@@ -298,7 +298,7 @@ class AuthRequiredError(RemoteError):
             said += f": {details}"
         text = f"{self.method}: the agent {self.command!r} requires a login ({said})."
         own = (
-            f"log in with its own command first (`{self.login_command}`)"
+            f"log in with its own command first ({_quoted(self.login_command)})"
             if self.login_command
             else "log in with its own command first"
         )
@@ -309,8 +309,26 @@ class AuthRequiredError(RemoteError):
             text += f" It advertises these auth methods: {offered}."
             if self.problem:
                 text += f" {self.problem}."
-            text += f" Choose one with {option}ID, or {own}."
+            text += f" {_advice(option)}, or {own}."
         return text
+
+    @staticmethod
+    def reworded(message: str, *, option: str) -> str:
+        """``message``, an ``AuthRequiredError``'s ``str()`` kept as text (a
+        batch result's ``error_message``), with its advice phrased for
+        ``option`` as ``describe(option=...)`` phrases it."""
+        return message.replace(_advice("auth_method="), _advice(option))
+
+
+def _advice(option: str) -> str:
+    return f"Choose one with {option}ID"
+
+
+def _quoted(login: str) -> str:
+    """``codex login`` as `codex login`; "claude, then /login" as `claude`, then
+    /login: only the command is code."""
+    command, then, rest = login.partition(", then ")
+    return f"`{command}`{then and ', then '}{rest}"
 
 
 def _describe_method(method: Mapping[str, JSONValue]) -> str:

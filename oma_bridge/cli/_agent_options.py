@@ -175,13 +175,25 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
     )
 
 
+#: How a CLI user chooses an ACP login method (``AuthRequiredError.describe``).
+_AUTH_OPTION = "--auth-method "
+
+
 def error_message(error: BaseException) -> str:
     """``str(error)``, with a login's advice given in the CLI's terms."""
     from .. import AuthRequiredError
 
     if isinstance(error, AuthRequiredError):
-        return error.describe(option="--auth-method ")
+        return error.describe(option=_AUTH_OPTION)
     return str(error)
+
+
+def in_cli_terms(message: str) -> str:
+    """An error's text kept as a string (a batch result, a batch's stop reason)
+    with a login's advice given in the CLI's terms, as ``error_message`` gives it."""
+    from .. import AuthRequiredError
+
+    return AuthRequiredError.reworded(message, option=_AUTH_OPTION)
 
 
 def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:

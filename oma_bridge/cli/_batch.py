@@ -10,13 +10,19 @@ line being written, which ``--resume`` tolerates.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
 import sys
 from typing import TYPE_CHECKING
 
-from ._agent_options import add_agent_options, agent_config, install_hint
+from ._agent_options import (
+    add_agent_options,
+    agent_config,
+    in_cli_terms,
+    install_hint,
+)
 from ._batch_input import Problem, Recorded, Scan, items, readable_twice, recorded, scan
 from ._batch_progress import Display, Tally, summary
 from ._main import (
@@ -310,8 +316,8 @@ def _run(
         writer.close()
     if stop_reason is not None:
         sys.stderr.write(
-            f"oma-bridge: {stop_reason}\noma-bridge: fix that, then run the "
-            "batch again with --resume-failed\n"
+            f"oma-bridge: {in_cli_terms(stop_reason)}\noma-bridge: fix that, "
+            "then run the batch again with --resume-failed\n"
         )
     sys.stderr.write(
         summary(
@@ -361,6 +367,12 @@ def _execute(
 
 def _record(result: BatchResult, writer: Writer, tally: Tally, fail_fast: bool) -> bool:
     """Write and count one result; True when the batch should stop now."""
+    if result.error_message is not None and result.error_kind == "AUTH_REQUIRED":
+        # The engine words a login's advice for Python (auth_method=); the
+        # user of this file and summary runs the CLI.
+        result = dataclasses.replace(
+            result, error_message=in_cli_terms(result.error_message)
+        )
     writer.write(result.to_json())
     tally.add(result)
     return fail_fast and not result.success and not result.cancelled

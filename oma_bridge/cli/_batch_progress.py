@@ -127,7 +127,9 @@ def _kinds(tally: Tally) -> list[str]:
         said = redact(tally.samples.get(kind, "")).strip().splitlines() or [""]
         sample = said[0] if len(said) == 1 else f"{said[0]} ... {said[-1].strip()}"
         if len(sample) > _SAMPLE_CHARS:
-            sample = sample[: _SAMPLE_CHARS - 3] + "..."
+            # Both ends: what happened, and what to do (a message ends with it).
+            half = (_SAMPLE_CHARS - 5) // 2
+            sample = f"{sample[:half].rstrip()} ... {sample[-half:].lstrip()}"
         lines.append(f"    {kind} {count}" + (f": e.g. {sample}" if sample else ""))
     return lines
 

@@ -12,6 +12,8 @@ conftest's leak check proves the whole process group is gone afterwards
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -73,7 +75,9 @@ async def test_real_agent_without_credentials(name, anyio_backend) -> None:
     error = result.error
     assert isinstance(error, AuthRequiredError), repr(error)
     assert error.rpc_code == -32000
-    assert error.login_command is not None and error.login_command in str(error)
+    assert error.login_command is not None
+    command = error.login_command.partition(", then ")[0]  # "claude, then /login"
+    assert f"own command first (`{command}`" in str(error)
     if error.auth_methods:
         assert "auth methods" in str(error)
         assert "--auth-method ID" in error.describe(option="--auth-method ")
@@ -104,3 +108,51 @@ async def test_claude_agent_acp_as_root_with_is_sandbox_not_1(anyio_backend) -> 
     assert isinstance(result.error, BackendStartError), repr(result.error)
     assert "Query closed before response received" in str(result.error)
     assert "IS_SANDBOX=1" in str(result.error)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_gemini_browser_login_ends_as_a_login_error(anyio_backend) -> None:
+    """gemini's oauth-personal draws a login screen on stdout (the protocol
+    stream) and waits for a browser: a login error, not garbage or a hang."""
+    command = BIN / "gemini"
+    if not command.exists():
+        pytest.skip(f"gemini is not installed under {PREFIX}")
+    home = tempfile.mkdtemp(prefix="oma-acp-e2e-")
+    config = AcpBackendConfig(
+        command=str(command),
+        args=("--acp",),
+        env={"HOME": home, "XDG_CONFIG_HOME": home},
+        scrub_env=SCRUB,
+        cwd=home,
+        auth_method="oauth-personal",
+        startup_timeout=20,
+        kill_grace=2,
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(120):
+            result = await agent.run("Say hi.")
+    error = result.error
+    assert isinstance(error, AuthRequiredError), repr(error)
+    assert error.tried == "oauth-personal"
+    assert "Logging in with 'oauth-personal' did not finish" in str(error)
+    assert "\x1b" not in str(error)
+
+
+def test_batch_over_codex_acp_without_login_stops_in_cli_terms(tmp_path) -> None:
+    command = BIN / "codex-acp"
+    if not command.exists():
+        pytest.skip(f"codex-acp is not installed under {PREFIX}")
+    source, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("".join(f"item{i}\n" for i in range(10)))
+    env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+    done = subprocess.run(
+        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--acp",
+         str(command), "--env", f"HOME={tmp_path}", "-o", str(out),
+         "--concurrency", "1"],
+        capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "stopped launching items after 3" in done.stderr
+    assert "Choose one with --auth-method ID" in done.stderr
+    assert "auth_method=" not in done.stderr + out.read_text()
+    assert len(out.read_text().splitlines()) == 3

@@ -69,6 +69,68 @@ async def test_auth_method_logs_in_before_a_load(tmp_path) -> None:
     ]
 
 
+@pytest.mark.parametrize("at", ["new", "load", "prompt"])
+async def test_a_login_that_never_answers_is_a_login_error_in_bounded_time(
+    tmp_path, at
+) -> None:
+    # codex-acp's "chatgpt" method waits for a browser: the start-up deadline
+    # ends it, and the error says the login, not the agent, is the problem.
+    log = tmp_path / "log"
+    config = login_agent(
+        log, "--at", at, "--hang-auth", auth_method="token", startup_timeout=1.0
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT), pytest.raises(AuthRequiredError) as caught:
+            if at == "load":
+                await agent.load_session("s1")
+            else:
+                raise_error(await agent.run("you"))
+    error = caught.value
+    assert error.method == "authenticate" and error.tried == "token"
+    assert "Logging in with 'token' did not finish" in str(error)
+    assert "browser" in str(error) and "raise the timeout" not in str(error)
+    assert received(log)[-1] == "authenticate"
+
+
+async def test_a_login_at_the_prompt_that_never_answers_stops_that_agent(
+    tmp_path,
+) -> None:
+    # No run timeout: the start-up bound applies to the login; the agent, its
+    # authenticate still pending, is not used again.
+    log = tmp_path / "log"
+    config = login_agent(
+        log, "--at", "prompt", "--hang-auth", auth_method="token", startup_timeout=1.0
+    )
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            first = await agent.run("you")
+            second = await agent.run("again")
+    for result in (first, second):
+        assert isinstance(result.error, AuthRequiredError), result.error
+        assert "Logging in with 'token' did not finish" in str(result.error)
+    assert received(log).count("initialize") == 2  # a fresh agent for the second
+
+
+async def test_a_login_screen_on_the_protocol_stream_is_a_login_error(
+    tmp_path,
+) -> None:
+    log = tmp_path / "log"
+    config = login_agent(log, "--screen-auth", auth_method="token")
+    result = await run_once(config)
+    error = result.error
+    assert isinstance(error, AuthRequiredError), error
+    assert (error.method, error.tried) == ("authenticate", "token")
+    message = str(error)
+    assert "it wrote on the protocol stream: Please visit this URL)" in message
+    assert "\x1b" not in message and "\n" not in message
+    assert "Logging in with 'token' did not finish" in message
+
+
+def raise_error(result: Any) -> None:
+    assert result.error is not None
+    raise result.error
+
+
 async def test_a_cancelled_load_stops_the_agent(tmp_path) -> None:
     log = tmp_path / "log"
     observe, loading = when_sent("session/load")
@@ -181,6 +243,28 @@ def test_known_agents_and_their_login_commands() -> None:
         login_command="codex login",
     )
     assert "or log in with its own command first (`codex login`)" in str(error)
+    # Only the command is code: "`claude`, then /login", not "`claude, then /login`".
+    claude = AuthRequiredError(
+        "session/prompt",
+        command="claude-agent-acp",
+        rpc_code=-32000,
+        message="Authentication required",
+        login_command="claude, then /login",
+    )
+    assert "log in with its own command first (`claude`, then /login)." in str(claude)
+
+
+def test_a_message_kept_as_text_is_reworded_for_the_cli() -> None:
+    error = AuthRequiredError(
+        "session/new",
+        command="codex-acp",
+        rpc_code=-32000,
+        message="Authentication required",
+        auth_methods=[{"id": "chatgpt", "name": "Login with ChatGPT"}],
+    )
+    cli = AuthRequiredError.reworded(str(error), option="--auth-method ")
+    assert cli == error.describe(option="--auth-method ")
+    assert "auth_method=" not in cli
 
 
 @pytest.mark.skipif(

@@ -125,6 +125,28 @@ async def test_the_editor_sees_modes_and_auth_methods_and_switches_mode(
     } <= seen
 
 
+async def test_serve_mode_and_model_options_set_the_session_the_editor_sees(
+    tmp_path,
+) -> None:
+    # `serve --acp ... --mode code --model m2` was ignored behind the proxy.
+    async def scenario(conn, process, editor):
+        await conn.initialize(protocol_version=1)
+        new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        reply = await prompt(conn, new.session_id, "hello")
+        return new, reply.stop_reason, editor.text(new.session_id)
+
+    (new, stop, text), _ = await drive(
+        scenario, *serve_args(tmp_path, "--mode", "code", "--model", "m2")
+    )
+    assert new.modes.current_mode_id == "code"  # the answer says what is current
+    assert new.config_options[0].current_value == "m2"
+    assert stop == "end_turn"
+    assert text.startswith("mode=code model=m2 ")
+    calls = [c[0] for c in peer_log(tmp_path)]
+    assert calls.count("session/set_mode") == 1
+    assert calls.count("session/set_config_option") == 1
+
+
 async def test_updates_between_turns_reach_the_editor_as_they_arrive(
     tmp_path,
 ) -> None:

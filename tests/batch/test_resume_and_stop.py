@@ -220,8 +220,17 @@ def test_an_acp_agent_requiring_login_stops_the_batch(tmp_path: Path) -> None:
         ledger=tmp_path / "ledger",
     )  # fmt: skip
     assert done.returncode == 1
-    assert len(records(out)) == RUN_WIDE_LIMIT
+    rows = records(out)
+    assert len(rows) == RUN_WIDE_LIMIT
     assert "stopped launching items" in done.stderr
+    # The advice is in the CLI's terms, in the stop line, the summary's sample
+    # (shortened in its middle: its end says what to do) and the results file.
+    [sample] = [line for line in done.stderr.splitlines() if "AUTH_REQUIRED 3" in line]
+    assert " ... " in sample and "Choose one with --auth-method ID" in sample
+    assert "auth_method=" not in done.stderr
+    for row in rows:
+        assert row["error_kind"] == "AUTH_REQUIRED"
+        assert "Choose one with --auth-method ID" in row["error_message"]
 
 
 def test_a_success_first_means_no_stop(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ advertising loadSession), ``--no-methods`` (advertise no auth methods),
 TEXT`` (``session/new`` fails with -32603 "Internal error" and that detail
 instead), ``--broken`` (also advertise ``broken``), ``--still``
 (``authenticate`` succeeds, the refusals go on), ``--hang-load`` (never
-answer ``session/load``).
+answer ``session/load``), ``--hang-auth`` (never answer ``authenticate``, as
+a login waiting for a browser), ``--screen-auth`` (answer ``authenticate`` by
+drawing a login screen on stdout, as gemini's oauth-personal does).
 ``authenticate`` accepts ``token``; ``broken`` fails with -32603 and a detail;
 other ids get -32000. Env: ACP_LOG=path appends each method received.
 A prompt is answered with ``hello TEXT``.
@@ -119,6 +121,12 @@ def main() -> None:
             with open(LOG, "a") as log:
                 log.write(method + "\n")
         if method == "session/load" and "--hang-load" in ARGS:
+            continue
+        if method == "authenticate" and "--hang-auth" in ARGS:
+            continue
+        if method == "authenticate" and "--screen-auth" in ARGS:
+            sys.stdout.write("\x1b[?1049h\x1b[2J\x1b[HPlease visit this URL\r\n")
+            sys.stdout.flush()
             continue
         result, error = answer(method, message.get("params") or {}, state)
         if error is not None:
