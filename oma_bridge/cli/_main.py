@@ -8,7 +8,7 @@ import argparse
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,6 +68,15 @@ def _columns() -> int:
 _COMMANDS = ("run", "batch", "serve", "agents", "tasks", "sessions")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that takes options only as written: with prefixes allowed,
+    ``--output x`` would silently mean ``--output-format x``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def _build_parser(
     argv: Sequence[str],
 ) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -81,7 +90,7 @@ def _build_parser(
 
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="oma-bridge",
         description="Run external agents (command-line programs, ACP agents)\n"
         "through one text-only interface.",
@@ -90,11 +99,13 @@ def _build_parser(
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}"
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
     wanted = argv[0] if argv and argv[0] in _COMMANDS else None
     for name in (wanted,) if wanted else _COMMANDS:
         importlib.import_module(f"._{name}", __package__).add_parser(commands)
-    return parser, commands.choices
+    return parser, dict(commands.choices)
 
 
 def _parse(words: list[str]) -> argparse.Namespace:

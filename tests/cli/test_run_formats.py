@@ -157,3 +157,10 @@ def test_cwd_naming_a_file_says_it_is_not_a_directory() -> None:
     done = cli("run", "--process", "cat", "--cwd", "README.md", "x")
     assert done.returncode == 2
     assert "--cwd README.md is not a directory" in done.stderr.decode()
+
+
+def test_an_option_is_taken_only_as_written() -> None:
+    # With argparse's prefix matching, --output would silently be --output-format.
+    done = cli("run", "--process", "cat", "--output", "x", "hi")
+    assert done.returncode == 2
+    assert b"unrecognized arguments: --output" in done.stderr
