@@ -276,7 +276,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"directory, in {state_file()}.",
         formatter_class=HelpFormatter,
     )
-    actions = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+    # Without an action it lists them, as `acpx sessions` does.
+    sessions.set_defaults(handler=_list, json=False)
+    actions = sessions.add_subparsers(dest="action", metavar="ACTION")
     listing = actions.add_parser(
         "list", help="list them", formatter_class=HelpFormatter
     )

@@ -125,6 +125,9 @@ def test_sessions_list_with_none_recorded(home: Path) -> None:
     assert (done.returncode, done.stdout) == (0, "")
     assert "no named sessions" in done.stderr
     assert json.loads(cli(home, "sessions", "list", "--json").stdout) == []
+    # Without an action it lists them, as `acpx sessions` does.
+    bare = cli(home, "sessions")
+    assert (bare.returncode, bare.stdout, bare.stderr) == (0, "", done.stderr)
 
 
 def test_a_login_is_asked_for_in_the_cli_terms(home: Path) -> None:
