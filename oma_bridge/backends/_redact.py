@@ -24,6 +24,9 @@ _SECRET_NAME = (
     r"|private[_-]?key|access[_-]?key|session[_-]?key|account[_-]?key|cookie)"
 )
 
+#: A secret-looking name and its ``=`` or ``:``, its quotes (escaped too) kept.
+_NAMED = rf"""\b[\w.-]*{_SECRET_NAME}[\w.-]*(?:\\*["'])?\s*[=:]\s*"""
+
 
 @functools.cache
 def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
@@ -58,11 +61,19 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
             re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@", re.IGNORECASE),
             rf"\1{REDACTED}@",
         ),
+        # The same inside JSON text (a log line, a frame preview), where the
+        # quotes are escaped: {\"password\": \"a b, c\"}.
+        (
+            re.compile(
+                rf"""({_NAMED})(\\+["'])(?:(?!\2)[^\n])+\2""",
+                re.IGNORECASE,
+            ),
+            rf"\1\2{REDACTED}\2",
+        ),
         # A quoted value, which may hold spaces or commas: password: "a b, c".
         (
             re.compile(
-                rf"""(\b[\w.-]*{_SECRET_NAME}[\w.-]*["']?\s*[=:]\s*)(["'])"""
-                r"(?:(?!\2)[^\n\\]|\\.)+\2",
+                rf"""({_NAMED})(["'])(?:(?!\2)[^\n\\]|\\.)+\2""",
                 re.IGNORECASE,
             ),
             rf"\1\2{REDACTED}\2",
@@ -70,7 +81,7 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
         # NAME=value, "name": "value", name: value, where the name looks secret.
         (
             re.compile(
-                rf"""(\b[\w.-]*{_SECRET_NAME}[\w.-]*["']?\s*[=:]\s*["']?)([^\s"',;]{{3,}})""",
+                rf"""({_NAMED}["']?)([^\s"',;]{{3,}})""",
                 re.IGNORECASE,
             ),
             rf"\1{REDACTED}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from oma_bridge.backends._proc import StderrTail, exit_signal
@@ -284,3 +286,17 @@ def test_redaction_of_a_long_error_stays_fast() -> None:
     out = redact(text)
     assert time.perf_counter() - start < 0.5
     assert_gone(out, "abcdef123456")
+
+
+def test_secrets_inside_json_text_are_redacted() -> None:
+    # A JSON log line on stderr, or a frame preview, escapes the quotes: the
+    # quoted value "correct horse battery" was kept whole there.
+    from tests.secret_corpus import SAID, leaked
+
+    line = json.dumps({"level": "error", "msg": SAID})
+    out = redact(line)
+    assert not leaked(out), out
+    assert not leaked(redact(json.dumps(line)))  # escaped twice
+    assert json.loads(out)["level"] == "error"  # still JSON
+    escaped = redact(json.dumps(json.dumps({"password": "a b"})))
+    assert '\\"password\\": \\"[REDACTED]\\"' in escaped
