@@ -45,7 +45,14 @@ SHAPES = (
     ),
 )
 
-SAID = "\n".join(f"error: {line}" for line, _ in SHAPES) + "\n"
+#: Every shape on a line of its own, then the one-line shapes again on the last
+#: line (a message that shows only the last line of stderr must hide them too).
+SAID = (
+    "\n".join(f"error: {line}" for line, _ in SHAPES)
+    + "\nlast: "
+    + " | ".join(line for line, _ in SHAPES if "\n" not in line)
+    + "\n"
+)
 SECRETS = (*(secret for _, secret in SHAPES), PEM_BODY[1][:40])
 
 

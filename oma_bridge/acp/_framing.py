@@ -48,8 +48,13 @@ def encode(message: Mapping[str, object]) -> bytes:
 
 
 def preview(line: bytes | bytearray) -> str:
-    """The start of a frame for an error message, secrets redacted."""
-    return redact(bytes(line[:_PREVIEW]).decode("utf-8", "replace"))
+    """The start of a frame for an error message, secrets redacted.
+
+    Redacted before it is cut, and over more than is shown: a secret across
+    the cut would otherwise show its first part, too short to be recognised.
+    """
+    text = bytes(line[: _PREVIEW * 4]).decode("utf-8", "replace")
+    return redact(text)[:_PREVIEW]
 
 
 @final
