@@ -91,7 +91,8 @@ def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
             re.compile(
                 r"\b(?:sk-[A-Za-z0-9_-]{16,}"
                 r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-                r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+                r"|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,}"
+                r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|GOCSPX-[A-Za-z0-9_-]{20,}"
                 r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
                 r"|AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,}"
                 r"|glpat-[0-9A-Za-z_-]{20,}|npm_[0-9A-Za-z]{36}|hf_[0-9A-Za-z]{30,}"

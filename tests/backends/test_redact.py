@@ -300,3 +300,16 @@ def test_secrets_inside_json_text_are_redacted() -> None:
     assert json.loads(out)["level"] == "error"  # still JSON
     escaped = redact(json.dumps(json.dumps({"password": "a b"})))
     assert '\\"password\\": \\"[REDACTED]\\"' in escaped
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",  # Stripe secret key
+        "rk_test_51H8abcdefghijklmnopqrst",  # Stripe restricted key
+        "GOCSPX-AbCdEfGhIjKlMnOpQrStUvWx",  # Google OAuth client secret
+        "xapp-1-A0123BCDEF-1234567890-abcdef",  # Slack app-level token
+    ],
+)
+def test_stripe_google_oauth_and_slack_app_tokens(secret: str) -> None:
+    assert redact(f"using {secret} now") == f"using {REDACTED} now"
