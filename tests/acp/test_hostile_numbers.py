@@ -9,10 +9,13 @@ reach ``TokenUsage`` (a cost of ``inf``, ``input_tokens`` of 4,000 digits,
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import subprocess
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -22,9 +25,7 @@ from oma_bridge.acp import AcpBackendConfig
 
 from .support import PEERS, WAIT, agent_for
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
+ROOT = Path(__file__).resolve().parents[2]
 HUGE = "9" * 4000
 USAGE = (
     '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SID",'
@@ -109,3 +110,52 @@ async def test_valid_numbers_still_count(tmp_path: Path) -> None:
         with anyio.fail_after(WAIT):
             result = await agent.run(str(turn))
     assert result.token_usage == TokenUsage(40, 7, 0.25)
+
+
+def strict_json(line: str) -> Any:
+    """``json.loads`` refusing ``NaN`` and ``Infinity``, as an editor's parser does."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_serve_acp_forwards_numbers_out_of_range_as_null(tmp_path: Path) -> None:
+    # The real agent's 1e999999 / NaN reached the editor as Infinity / NaN,
+    # which strict parsers (Zed's serde_json, JSON.parse) refuse.
+    turn = tmp_path / "turn"
+    turn.write_text(
+        USAGE % '"used":1e999999,"cost":{"amount":NaN,"currency":"USD"}'
+        + CHUNK
+        + ANSWER % ',"usage":{"inputTokens":-Infinity,"outputTokens":3}'
+    )
+    raw = f"{sys.executable} {PEERS / 'acp_raw.py'}"
+    with subprocess.Popen(
+        [sys.executable, "-m", "oma_bridge", "serve", "--acp", raw],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, cwd=ROOT,
+    ) as serve:  # fmt: skip
+        assert serve.stdin is not None and serve.stdout is not None
+        try:
+
+            def call(request_id: int, method: str, params: dict[str, Any]) -> None:
+                frame = {"jsonrpc": "2.0", "id": request_id, "method": method}
+                serve.stdin.write(json.dumps({**frame, "params": params}) + "\n")  # type: ignore[union-attr]
+                serve.stdin.flush()  # type: ignore[union-attr]
+
+            call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            strict_json(serve.stdout.readline())
+            call(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            sid = strict_json(serve.stdout.readline())["result"]["sessionId"]
+            prompt = [{"type": "text", "text": str(turn)}]
+            call(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+            got = []
+            while not got or got[-1].get("id") != 3:
+                got.append(strict_json(serve.stdout.readline()))  # never Infinity
+        finally:
+            serve.stdin.close()
+            serve.wait(timeout=WAIT)
+    usage = got[0]["params"]["update"]
+    assert usage["used"] is None and usage["cost"]["amount"] is None
+    assert got[-1]["result"]["usage"] == {"inputTokens": None, "outputTokens": 3}
