@@ -36,3 +36,15 @@ def test_every_test_the_matrix_names_exists() -> None:
         if not source.is_file() or not pattern.search(source.read_text()):
             missing.append(f"{path}::{name}")
     assert not missing, f"docs/reliability.md names missing tests: {missing}"
+
+
+def test_the_matrix_covers_every_area_and_numbers_its_rows_in_order() -> None:
+    cells = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in matrix().splitlines()
+        if re.match(r"\| *\d+ *\|", line)
+    ]
+    assert [int(row[0]) for row in cells] == list(range(1, len(cells) + 1))
+    where = [row[1] for row in cells]
+    for area in ("client", "serve", "batch", "sandbox", "CLI"):
+        assert sum(area in w for w in where) >= 3, f"few rows for {area}"

@@ -87,7 +87,13 @@ def _check_regular(st: os.stat_result, path: str) -> None:
 
 
 def _swapped(exc: OSError, path: str) -> SandboxError | None:
-    """The error for a walk stopped by a non-directory or a new symlink."""
+    """The error for a walk stopped by a non-directory or a new symlink, or
+    by a path the system cannot take (the agent's mistake, not ours)."""
+    if exc.errno == errno.ENAMETOOLONG:
+        return SandboxError(
+            f"a path of {len(path)} characters is refused: it, or a name in it, "
+            "is longer than the system allows"
+        )
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
         return SandboxError(
             f"{path}: a component of the path is not a directory, or was replaced "
@@ -130,6 +136,9 @@ class FileSandbox:
         # does not exist yet, so a link pointing out of the root is caught.
         try:
             real = os.path.realpath(full)
+        except ValueError:
+            # A lone surrogate (JSON allows "\ud800") cannot name a file.
+            raise SandboxError("invalid path (not encodable as a file name)") from None
         except OSError:
             # A component stopped being a symlink between realpath's lstat and
             # readlink (EINVAL): another process is changing the path.

@@ -11,6 +11,7 @@ is discarded, so a caller that can survive bad frames (the agent role answers
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -34,22 +35,47 @@ _PREVIEW = 160
 
 _loads = json.loads
 _decode = json.JSONDecoder().decode  # json.loads(str) without its checks
-# One encoder for every frame: compact, UTF-8 as is (ensure_ascii=False), NaN
-# allowed as json.dumps allows it; no cycle check, as a message is a tree.
+# One encoder for every frame: compact, UTF-8 as is (ensure_ascii=False); no
+# cycle check, as a message is a tree. NaN and infinities are refused, see encode.
 _ENCODER = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, separators=(",", ":")
+    ensure_ascii=False, check_circular=False, separators=(",", ":"), allow_nan=False
 )
 _encode = _ENCODER.encode
 
 
 def encode(message: Mapping[str, object]) -> bytes:
-    """One frame: compact JSON and the terminating newline."""
-    return _encode(message).encode() + b"\n"
+    """One frame: compact JSON and the terminating newline.
+
+    A peer's ``1e999999`` or ``NaN`` decodes to a float that JSON has no
+    literal for; ``json.dumps`` would write ``Infinity``, which strict parsers
+    (an editor's) refuse, so a frame forwarded with one carries ``null`` there.
+    """
+    try:
+        text = _encode(message)
+    except ValueError:
+        text = _encode(_finite(message))
+    return text.encode() + b"\n"
+
+
+def _finite(value: object) -> object:
+    """``value`` with every NaN or infinite float replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def preview(line: bytes | bytearray) -> str:
-    """The start of a frame for an error message, secrets redacted."""
-    return redact(bytes(line[:_PREVIEW]).decode("utf-8", "replace"))
+    """The start of a frame for an error message, secrets redacted.
+
+    Redacted before it is cut, and over more than is shown: a secret across
+    the cut would otherwise show its first part, too short to be recognised.
+    """
+    text = bytes(line[: _PREVIEW * 4]).decode("utf-8", "replace")
+    return redact(text)[:_PREVIEW]
 
 
 @final

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, NamedTuple, final
 
+from ..backends._parsers._base import as_cost, as_int
 from ..bridge import (
     AgentRefusal,
     OmaBridgeError,
@@ -109,11 +110,10 @@ class TurnUpdates:
             input_tokens = max(0, self.used - self.base_used)
         usage = reply.get("usage") if isinstance(reply, dict) else None
         if isinstance(usage, dict):
-            out = usage.get("outputTokens")
-            output_tokens = out if isinstance(out, int) else 0
-            inp = usage.get("inputTokens")
-            if self.used is None and isinstance(inp, int):
-                input_tokens = inp
+            # A count out of range (1e999999, NaN, -5, true, 4,000 digits) is 0.
+            output_tokens = as_int(usage.get("outputTokens"))
+            if self.used is None:
+                input_tokens = as_int(usage.get("inputTokens"))
         cost = None
         if self.cost is not None:
             cost = max(0.0, self.cost - (self.base_cost or 0.0))
@@ -153,11 +153,14 @@ class TurnUpdates:
             self.events.append(PlanEvent(list(self.plan)))
 
     def _on_usage(self, update: dict[str, JSONValue]) -> None:
+        # A reading out of range is ignored: an infinite, NaN or 4,000-digit
+        # number would otherwise reach the result (or raise OverflowError).
         used, cost = update.get("used"), update.get("cost")
-        if isinstance(used, int):
-            self.used = used
-        if isinstance(cost, dict) and isinstance(cost.get("amount"), (int, float)):
-            self.cost = float(cost["amount"])  # type: ignore[arg-type]
+        if used == 0 or as_int(used):
+            self.used = as_int(used)
+        amount = as_cost(cost.get("amount")) if isinstance(cost, dict) else None
+        if amount is not None:
+            self.cost = amount
         self.events.append(UsageEvent(self.usage()))
 
     def _on_tool_call(self, update: dict[str, JSONValue]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from oma_bridge.backends._proc import StderrTail, exit_signal
@@ -284,3 +286,60 @@ def test_redaction_of_a_long_error_stays_fast() -> None:
     out = redact(text)
     assert time.perf_counter() - start < 0.5
     assert_gone(out, "abcdef123456")
+
+
+def test_secrets_inside_json_text_are_redacted() -> None:
+    # A JSON log line on stderr, or a frame preview, escapes the quotes: the
+    # quoted value "correct horse battery" was kept whole there.
+    from tests.secret_corpus import SAID, leaked
+
+    line = json.dumps({"level": "error", "msg": SAID})
+    out = redact(line)
+    assert not leaked(out), out
+    assert not leaked(redact(json.dumps(line)))  # escaped twice
+    assert json.loads(out)["level"] == "error"  # still JSON
+    escaped = redact(json.dumps(json.dumps({"password": "a b"})))
+    assert '\\"password\\": \\"[REDACTED]\\"' in escaped
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",  # Stripe secret key
+        "rk_test_51H8abcdefghijklmnopqrst",  # Stripe restricted key
+        "GOCSPX-AbCdEfGhIjKlMnOpQrStUvWx",  # Google OAuth client secret
+        "xapp-1-A0123BCDEF-1234567890-abcdef",  # Slack app-level token
+    ],
+)
+def test_stripe_google_oauth_and_slack_app_tokens(secret: str) -> None:
+    assert redact(f"using {secret} now") == f"using {REDACTED} now"
+
+
+#: Text that made a pattern backtrack: each was 5-45 s at 50-260 KB, and grew
+#: with the square of the size (an agent's error can be 64 MiB). At 400 KB a
+#: linear redaction takes well under a second; a quadratic one, hours.
+BACKTRACKERS = {
+    "one long word full of a secret name": "token" * 80_000,
+    "secret names between dots": "token.." * 57_000,
+    "short words that start like a name": "sk-" * 130_000,
+    "dots a URL scheme could span": "eyJaaaaaaaaa." * 30_000,
+    "base64 lines no END line follows": "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n" * 24_000,
+    "base64 lines, then not base64, then END": "QUJDREVG\n" * 40_000
+    + "not base64\n-----END PRIVATE KEY-----\n",
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("text", BACKTRACKERS.values(), ids=BACKTRACKERS.keys())
+def test_redaction_is_linear_on_text_built_to_backtrack(text: str) -> None:
+    out = redact(text)  # a quadratic pattern never returns: the timeout says so
+    assert 0 < len(out) <= len(text)
+
+
+def test_a_key_tail_is_redacted_up_to_the_first_line_that_is_not_base64() -> None:
+    text = (
+        "kept line\n" + "\n".join(PEM_BODY) + "\n-----END RSA PRIVATE KEY-----\nafter"
+    )
+    assert redact(text) == f"kept line\n{REDACTED}\nafter"
+    # An END with no key lines before it is redacted alone.
+    assert redact("x -----END PRIVATE KEY----- y") == f"x {REDACTED} y"
