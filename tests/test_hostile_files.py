@@ -322,6 +322,7 @@ def test_a_session_that_cannot_be_recorded_costs_the_name_not_the_answer(
     assert said.count("\n") == 1
 
 
+@pytest.mark.timeout(5)  # a blocked read fails here, not at the suite's 60 s
 def test_a_fifo_in_place_of_the_sessions_file_is_refused_without_blocking(
     tmp_path: Path,
 ) -> None:
