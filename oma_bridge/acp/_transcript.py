@@ -3,7 +3,6 @@ transcript of them, bounded uncuttable writes, and an orderly end of input."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Literal, TextIO, final
@@ -12,6 +11,7 @@ import anyio
 
 from ..backends._redact import redact_json, secret_values
 from ..bridge import ProtocolError
+from ._framing import encode
 from ._jsonrpc import is_id
 
 if TYPE_CHECKING:
@@ -66,8 +66,10 @@ class Transcript:
             "peer": peer,
             "frame": frame,
         }
-        line = json.dumps(redact_json(entry, self._secrets), ensure_ascii=False)
-        self._file.write(line + "\n")
+        # As frames are written: strict JSON (a peer's 1e999999 becomes null).
+        redacted = redact_json(entry, self._secrets)
+        assert isinstance(redacted, dict)  # redaction keeps the shape
+        self._file.write(encode(redacted).decode())
         self._file.flush()
 
     def agent_frame(self, direction: Literal["in", "out"], frame: JSONValue) -> None:

@@ -132,7 +132,8 @@ def test_serve_acp_forwards_numbers_out_of_range_as_null(tmp_path: Path) -> None
     )
     raw = f"{sys.executable} {PEERS / 'acp_raw.py'}"
     with subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "serve", "--acp", raw],
+        [sys.executable, "-m", "oma_bridge", "serve", "--acp", raw,
+         "--transcript", str(tmp_path / "transcript.jsonl")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         text=True, cwd=ROOT,
     ) as serve:  # fmt: skip
@@ -158,4 +159,9 @@ def test_serve_acp_forwards_numbers_out_of_range_as_null(tmp_path: Path) -> None
             serve.wait(timeout=WAIT)
     usage = got[0]["params"]["update"]
     assert usage["used"] is None and usage["cost"]["amount"] is None
+    # The transcript of the same frames is strict JSON too.
+    written = (tmp_path / "transcript.jsonl").read_text().splitlines()
+    assert len(written) >= len(got)
+    for line in written:
+        strict_json(line)
     assert got[-1]["result"]["usage"] == {"inputTokens": None, "outputTokens": 3}
