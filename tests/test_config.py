@@ -13,6 +13,7 @@ import pytest
 
 from oma_bridge import AcpBackendConfig, ProcessBackendConfig
 from oma_bridge.presets._config import configured_agents, lookup
+from tests.fresh_python import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -256,14 +257,7 @@ def test_a_process_run_never_imports_pydantic_or_reads_config(work: Path) -> Non
         "         if m in sys.modules]\n"
         "print('\\n', status, heavy)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=work,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    done = run_python(code, cwd=work)
     assert done.stdout.splitlines()[-1] == " 0 []", done.stderr
 
 
@@ -276,12 +270,5 @@ def test_a_preset_run_reads_no_registry_and_no_pydantic(work: Path) -> None:
         "c = agent_config(p.parse_args(['--agent', 'codex']), interactive=False)\n"
         "print(c.backend.command, 'pydantic' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=work,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    done = run_python(code, cwd=work)
     assert done.stdout.strip() == "codex False", done.stderr

@@ -5,9 +5,6 @@ the config is made, not at the first run."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +15,7 @@ from oma_bridge import (
     ProcessBackendConfig,
     agent_config_from_dict,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import run_python
 
 
 def test_a_process_agent_from_json_runs() -> None:
@@ -123,12 +119,5 @@ def test_the_bridge_never_imports_presets() -> None:
         "import sys\nimport oma_bridge.bridge\n"
         "print(sorted(m for m in sys.modules if m.startswith('oma_bridge.presets')))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=True,
-    )
+    done = run_python(code, check=True)
     assert done.stdout.strip() == "[]"

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 
-from oma_bridge import PtyBackendConfig, TextEvent
-from tests.conftest import PEERS, SUBREAPER
+from oma_bridge import PtyBackendConfig
+from tests.conftest import PEERS
 
 from ._support import HANG_GUARD
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from ._support import Tree
-
-READY = TextEvent("ready\n")
-IGNORE_TERM = pytest.mark.parametrize(
-    "ignore_term", [False, True], ids=["polite", "ignores-sigterm"]
-)
 
 
 def pty_peer(name: str, *args: str, **config: Any) -> PtyBackendConfig:
@@ -70,10 +62,3 @@ def field(output: str, name: str) -> str:
     match = re.search(rf"^{name}:? (.*)$", output, re.MULTILINE)
     assert match is not None, f"no {name!r} line in {output!r}"
     return match[1]
-
-
-def assert_escalated(tree: Tree, ignore_term: bool) -> None:
-    """With SIGTERM ignored, only the SIGKILL after ``kill_grace`` can have ended
-    the grandchild (an orphan re-parented to us, so we can read its status)."""
-    if ignore_term and SUBREAPER:
-        assert tree.collect_grandchild_signal() == signal.SIGKILL

@@ -5,20 +5,28 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import pytest
 
-from oma_bridge import Agent, AgentConfig, ProcessBackendConfig
-from tests.conftest import PEERS
+from oma_bridge import Agent, AgentConfig, ProcessBackendConfig, TextEvent
+from tests.conftest import PEERS, SUBREAPER
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 # Every wait on a peer is bounded by this, as a hang guard only.
 HANG_GUARD = 10.0
+
+# What tests/peers/tree.py prints once its whole tree is up.
+READY = TextEvent("ready\n")
+IGNORE_TERM = pytest.mark.parametrize(
+    "ignore_term", [False, True], ids=["polite", "ignores-sigterm"]
+)
 
 
 def peer(name: str, *args: str, **config: Any) -> ProcessBackendConfig:
@@ -128,3 +136,10 @@ async def wait_for_tree(pidfile: Path) -> Tree:
     with anyio.fail_after(HANG_GUARD):
         await wait_for_file(pidfile)
     return watch_tree(pidfile)
+
+
+def assert_escalated(tree: Tree, ignore_term: bool) -> None:
+    """With SIGTERM ignored, only the SIGKILL after ``kill_grace`` can have ended
+    the grandchild (an orphan re-parented to us, so we can read its status)."""
+    if ignore_term and SUBREAPER:
+        assert tree.collect_grandchild_signal() == signal.SIGKILL

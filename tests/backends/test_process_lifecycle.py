@@ -9,7 +9,6 @@ any test that leaves a process or a descriptor behind.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -20,25 +19,18 @@ from oma_bridge import (
     AgentRunResult,
     BackendExitError,
     BackendTimeout,
-    ErrorEvent,
     ProcessBackendConfig,
-    TextEvent,
 )
-from tests.conftest import SUBREAPER
 
-from ._support import HANG_GUARD, is_dead, make_agent, peer
+from . import _lifecycle as rule
+from ._support import HANG_GUARD, IGNORE_TERM, is_dead, make_agent, peer
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from ._support import Tree
-
-    Trees = Callable[[Path], Awaitable[Tree]]
+    from ._lifecycle import Trees
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
-
-READY = TextEvent("ready\n")
 
 
 def tree_peer(
@@ -48,19 +40,8 @@ def tree_peer(
     return peer("tree.py", str(pidfile), *extra, input="none", kill_grace=0.2, **config)
 
 
-IGNORE_TERM = pytest.mark.parametrize(
-    "ignore_term", [False, True], ids=["polite", "ignores-sigterm"]
-)
-
-
-def assert_escalated(tree: Tree, ignore_term: bool) -> None:
-    """With SIGTERM ignored, only the SIGKILL after ``kill_grace`` can have ended
-    the grandchild (an orphan re-parented to us, so we can read its status)."""
-    if ignore_term and SUBREAPER:
-        assert tree.collect_grandchild_signal() == signal.SIGKILL
-
-
 # -- cancellation ------------------------------------------------------------------
+# The rules shared with the PTY backend are written once in _lifecycle.py.
 
 
 @IGNORE_TERM
@@ -68,54 +49,16 @@ def assert_escalated(tree: Tree, ignore_term: bool) -> None:
 async def test_cancelling_agent_run_kills_the_tree(
     tmp_path: Path, trees: Trees, how: str, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    agent = make_agent(tree_peer(pidfile, ignore_term=ignore_term))
-    results: list[AgentRunResult] = []
-    scope = anyio.CancelScope()
-
-    async def run() -> None:
-        with scope:
-            results.append(await agent.run("go"))
-
-    async with agent:
-        with anyio.fail_after(HANG_GUARD):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                tree = await trees(pidfile)
-                if how == "cancel":
-                    scope.cancel()
-                else:
-                    scope.deadline = anyio.current_time()
-            # Leaving the task group waited for run() to unwind.
-            assert scope.cancelled_caught
-            assert results == []
-            await tree.assert_gone()
-            assert_escalated(tree, ignore_term)
+    await rule.cancelling_kills_the_tree(
+        tree_peer, tmp_path / "pids", trees, how, ignore_term
+    )
 
 
 @IGNORE_TERM
 async def test_timeout_fails_the_run_and_kills_the_tree(
     tmp_path: Path, trees: Trees, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    config = tree_peer(pidfile, ignore_term=ignore_term, timeout=1.0)
-    async with make_agent(config) as agent, agent.stream("go") as events:
-        with anyio.fail_after(HANG_GUARD):
-            assert await events.__anext__() == READY
-            tree = await trees(pidfile)
-            rest = [event async for event in events]
-    assert len(rest) == 1
-    [terminal] = rest
-    assert isinstance(terminal, ErrorEvent)
-    assert isinstance(terminal.error, BackendTimeout)
-    result = terminal.result
-    assert not result.success
-    assert result.error is terminal.error
-    assert result.output == "ready\n"
-    stopped_by = signal.SIGKILL if ignore_term else signal.SIGTERM
-    assert result.exit_code == -stopped_by
-    await tree.assert_gone()
-    assert_escalated(tree, ignore_term)
+    await rule.timeout_kills_the_tree(tree_peer, tmp_path / "pids", trees, ignore_term)
 
 
 async def test_timeout_through_agent_run() -> None:
@@ -132,32 +75,17 @@ async def test_timeout_through_agent_run() -> None:
 async def test_leaving_async_with_stream_early_kills_the_tree(
     tmp_path: Path, trees: Trees, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    async with make_agent(tree_peer(pidfile, ignore_term=ignore_term)) as agent:
-        with anyio.fail_after(HANG_GUARD):
-            async with agent.stream("go") as events:
-                async for event in events:
-                    assert event == READY
-                    tree = await trees(pidfile)
-                    break
-            # Checked while the agent is still open: the stream cleaned up itself.
-            await tree.assert_gone()
-        assert_escalated(tree, ignore_term)
+    await rule.leaving_the_stream_early_kills_the_tree(
+        tree_peer, tmp_path / "pids", trees, ignore_term
+    )
 
 
 async def test_abandoning_a_plain_async_for_kills_the_tree(
     tmp_path: Path, trees: Trees
 ) -> None:
-    # No async with and no aclose(): when the stream object is dropped, the
-    # finalizer (CPython refcounting) must still kill and reap the tree.
-    pidfile = tmp_path / "pids"
-    async with make_agent(tree_peer(pidfile)) as agent:
-        with anyio.fail_after(HANG_GUARD):
-            async for event in agent.stream("go"):
-                assert event == READY
-                tree = await trees(pidfile)
-                break
-            await tree.assert_gone()
+    await rule.abandoning_a_plain_async_for_kills_the_tree(
+        tree_peer, tmp_path / "pids", trees
+    )
 
 
 @pytest.mark.parametrize("consumer", ["run", "stream"])
@@ -172,21 +100,9 @@ async def test_aclose_while_a_run_is_in_flight(
     results: list[AgentRunResult] = []
     got_ready = anyio.Event()
 
-    async def run() -> None:
-        if consumer == "run":
-            results.append(await agent.run("go"))
-            return
-        # Parked waiting for more output when the close comes.
-        async with agent.stream("go") as events:
-            async for event in events:
-                if event == READY:
-                    got_ready.set()
-                elif isinstance(event, ErrorEvent):
-                    results.append(event.result)
-
     with anyio.fail_after(HANG_GUARD):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
+            tg.start_soon(rule.consume, agent, consumer, results, got_ready)
             tree = await trees(pidfile)
             if consumer == "stream":
                 await got_ready.wait()

@@ -10,7 +10,6 @@ terminal's master side included) behind.
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -22,36 +21,34 @@ from oma_bridge import (
     BackendExitError,
     BackendTimeout,
     DoneEvent,
-    ErrorEvent,
     PtyBackendConfig,
     RunRequest,
 )
 
-from ._pty_support import (
+from . import _lifecycle as rule
+from ._pty_support import assert_reaped, pty_peer, tree_peer, wait_ended
+from ._support import (
+    HANG_GUARD,
     IGNORE_TERM,
     READY,
     assert_escalated,
-    assert_reaped,
-    pty_peer,
-    tree_peer,
-    wait_ended,
+    make_agent,
+    watch_tree,
 )
-from ._support import HANG_GUARD, make_agent, watch_tree
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from oma_bridge import StreamEvent
 
+    from ._lifecycle import Trees
     from ._support import Tree
-
-    Trees = Callable[[Path], Awaitable[Tree]]
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
 
 
 # -- the process tree -------------------------------------------------------------
+# The rules shared with the process backend are written once in _lifecycle.py.
 
 
 @IGNORE_TERM
@@ -59,68 +56,24 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process t
 async def test_cancelling_a_run_kills_the_whole_tree(
     tmp_path: Path, trees: Trees, how: str, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    agent = make_agent(tree_peer(pidfile, ignore_term=ignore_term))
-    results: list[AgentRunResult] = []
-    scope = anyio.CancelScope()
-
-    async def run() -> None:
-        with scope:
-            results.append(await agent.run("go"))
-
-    async with agent:
-        with anyio.fail_after(HANG_GUARD):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                tree = await trees(pidfile)
-                if how == "cancel":
-                    scope.cancel()
-                else:
-                    scope.deadline = anyio.current_time()
-        assert scope.cancelled_caught
-        assert results == []
-        await tree.assert_gone()
-        assert_escalated(tree, ignore_term)
+    await rule.cancelling_kills_the_tree(
+        tree_peer, tmp_path / "pids", trees, how, ignore_term
+    )
 
 
 @IGNORE_TERM
 async def test_a_timeout_fails_the_run_and_kills_the_tree(
     tmp_path: Path, trees: Trees, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    config = tree_peer(pidfile, ignore_term=ignore_term, timeout=1.0)
-    async with make_agent(config) as agent, agent.stream("go") as events:
-        with anyio.fail_after(HANG_GUARD):
-            # Streamed as it comes: the tree is still running here.
-            assert await events.__anext__() == READY
-            tree = await trees(pidfile)
-            rest = [event async for event in events]
-    [terminal] = rest
-    assert isinstance(terminal, ErrorEvent)
-    assert isinstance(terminal.error, BackendTimeout)
-    assert terminal.error.timeout == 1.0
-    result = terminal.result
-    assert not result.success and result.error is terminal.error
-    assert result.output == "ready\n"
-    stopped_by = signal.SIGKILL if ignore_term else signal.SIGTERM
-    assert result.exit_code == -stopped_by
-    await tree.assert_gone()
-    assert_escalated(tree, ignore_term)
+    await rule.timeout_kills_the_tree(tree_peer, tmp_path / "pids", trees, ignore_term)
 
 
 async def test_leaving_the_stream_early_kills_the_tree(
     tmp_path: Path, trees: Trees
 ) -> None:
-    pidfile = tmp_path / "pids"
-    async with make_agent(tree_peer(pidfile)) as agent:
-        with anyio.fail_after(HANG_GUARD):
-            async with agent.stream("go") as events:
-                async for event in events:
-                    assert event == READY
-                    tree = await trees(pidfile)
-                    break
-            # Checked while the agent is still open: the stream cleaned up itself.
-            await tree.assert_gone()
+    await rule.leaving_the_stream_early_kills_the_tree(
+        tree_peer, tmp_path / "pids", trees, ignore_term=False
+    )
 
 
 async def test_a_grandchild_left_running_is_killed_after_a_successful_run() -> None:
@@ -142,16 +95,10 @@ async def test_a_grandchild_left_running_is_killed_after_a_successful_run() -> N
 async def test_abandoning_a_plain_async_for_kills_the_tree(
     tmp_path: Path, trees: Trees
 ) -> None:
-    # No async with and no aclose(): when the stream is dropped, finalizers
-    # (CPython refcounting) kill and reap the tree and close the terminal.
-    pidfile = tmp_path / "pids"
-    async with make_agent(tree_peer(pidfile)) as agent:
-        with anyio.fail_after(HANG_GUARD):
-            async for event in agent.stream("go"):
-                assert event == READY
-                tree = await trees(pidfile)
-                break
-            await tree.assert_gone()
+    # The finalizers close the terminal too (the leak check sees its master side).
+    await rule.abandoning_a_plain_async_for_kills_the_tree(
+        tree_peer, tmp_path / "pids", trees
+    )
 
 
 @IGNORE_TERM
@@ -165,20 +112,9 @@ async def test_closing_the_backend_while_a_run_waits_ends_it_as_aborted(
     results: list[AgentRunResult] = []
     got_ready = anyio.Event()
 
-    async def run() -> None:
-        if consumer == "run":
-            results.append(await agent.run("go"))
-            return
-        async with agent.stream("go") as events:
-            async for event in events:
-                if event == READY:
-                    got_ready.set()
-                elif isinstance(event, ErrorEvent):
-                    results.append(event.result)
-
     with anyio.fail_after(HANG_GUARD):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
+            tg.start_soon(rule.consume, agent, consumer, results, got_ready)
             tree = await trees(pidfile)
             if consumer == "stream":
                 await got_ready.wait()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import shlex
 import signal
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.leaks import children, reap_orphans
+from tests.terminal import drawn_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_PEER = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'ledger.py'}"
@@ -371,32 +371,16 @@ def test_progress_is_logged_as_lines_when_stderr_is_not_a_terminal(
 def test_on_a_terminal_a_progress_bar_is_drawn(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     source.write_text("a sleep:0.4\nb sleep:0.4\n")
-    controller, terminal = pty.openpty()
-    try:
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
-             LEDGER_PEER, "--concurrency", "1", "-o", str(tmp_path / "out.jsonl")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal,
-            cwd=ROOT, env={**os.environ, "LEDGER": str(tmp_path / "ledger"),
-                           "TERM": "xterm", "COLUMNS": "120"},
-        )  # fmt: skip
-    finally:
-        os.close(terminal)
-    drawn = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # EIO: the terminal's last writer is gone
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(controller)
-        runner.wait(timeout=WAIT)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))
-    assert runner.returncode == 0, text
+    returncode, text = drawn_on_a_terminal(
+        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
+         LEDGER_PEER, "--concurrency", "1", "-o", str(tmp_path / "out.jsonl")],
+        to="stderr",
+        cwd=ROOT,
+        env={**os.environ, "LEDGER": str(tmp_path / "ledger"),
+             "TERM": "xterm", "COLUMNS": "120"},
+        timeout=WAIT,
+    )  # fmt: skip
+    assert returncode == 0, text
     assert re.search(r"batch ━+╺?━* 1/2 0 failed, 1 running", text), text
     assert "2 succeeded" in text  # the summary follows the bar
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import shlex
 import subprocess
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.terminal import drawn_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "tests" / "peers"
@@ -145,31 +146,14 @@ def test_types_are_strict(tmp_path):
 def test_on_a_terminal_a_live_table_is_drawn(tmp_path):
     path = tmp_path / "tasks.toml"
     path.write_text(GRAPH)
-    controller, terminal = pty.openpty()
-    try:
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "oma_bridge", "tasks", str(path)],
-            stdin=subprocess.DEVNULL, stdout=terminal, stderr=subprocess.PIPE,
-            cwd=ROOT, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
-        )  # fmt: skip
-    finally:
-        os.close(terminal)
-    drawn = b""
-    try:
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # EIO: the terminal's last writer is gone
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(controller)
-        runner.wait(timeout=WAIT)
-        runner.stderr.close()
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))
-    assert runner.returncode == 0, text
+    returncode, text = drawn_on_a_terminal(
+        [sys.executable, "-m", "oma_bridge", "tasks", str(path)],
+        to="stdout",
+        cwd=ROOT,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
+        timeout=WAIT,
+    )
+    assert returncode == 0, text
     assert "┃ task" in text and "draft: Draft" in text
     assert "running" in text  # redrawn while the tasks ran, not only at the end
     assert "echo: echo" in text  # the last task's output, after the table

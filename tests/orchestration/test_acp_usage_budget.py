@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import os
-
 import anyio
 
 from oma_bridge import AgentConfig, OpenMultiAgent, Task, TokenUsage
 
 from .. import leaks
-from ..acp.support import fake_agent, frames, open_fifo, wait_line
+from ..acp.support import fake_agent, frames
 from .support import WAIT, PythonBackend, Recorder, worker
-from .test_run_tasks import assert_tree_ends
 
 
 async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tree(
-    tmp_path,
+    tmp_path, tree
 ):
-    log, pidfile, fifo = tmp_path / "acp.log", tmp_path / "tree.pid", tmp_path / "s"
-    fd = open_fifo(fifo)
+    log = tmp_path / "acp.log"
 
     async def once_the_tree_runs():
-        await wait_line(fd, "started")
+        await tree.started()
 
     agents = {
         # "hang" ignores session/cancel: only killing its process ends it.
@@ -32,7 +28,7 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
         ),
     }
     tasks = [
-        Task(id="long", description=f"tree:{pidfile}:{fifo}", assignee="cli"),
+        tree.task(assignee="cli"),
         Task(id="gate", description="go", assignee="gate"),
         Task(
             id="spend",
@@ -44,11 +40,8 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
     ]
     progress = Recorder()
     oma = OpenMultiAgent(on_progress=progress, max_token_budget=1000)
-    try:
-        with anyio.fail_after(WAIT):
-            result = await oma.run_tasks(tasks, agents)
-    finally:
-        os.close(fd)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(tasks, agents)
 
     status = {t.id: t.status for t in result.tasks}
     assert status == {
@@ -70,5 +63,5 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
     # The ACP agent was asked to cancel, then killed with the other tree.
     methods = [f.get("method") for f in frames(log)]
     assert "session/cancel" in methods
-    assert_tree_ends(pidfile)
+    tree.assert_ends()
     assert leaks.unreaped_by_library() == {}

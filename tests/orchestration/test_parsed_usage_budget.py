@@ -20,8 +20,7 @@ from oma_bridge.orchestration._budget import Budget
 
 from .. import leaks
 from ..acp.support import open_fifo, wait_line
-from .support import PEERS, WAIT, Recorder, worker
-from .test_run_tasks import assert_tree_ends
+from .support import PEERS, WAIT, Recorder, assert_tree_ends, worker
 
 
 def claude(*usage: str, linger: str = "0", gate: str | None = None) -> AgentConfig:

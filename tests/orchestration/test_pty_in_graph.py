@@ -3,16 +3,21 @@ without a terminal, in one graph with process, ACP and Python agents."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import anyio
 
 from oma_bridge import AgentConfig, OpenMultiAgent, PtyBackendConfig, Task, TokenUsage
 
-from ..acp.support import fake_agent, frames, open_fifo, wait_line
-from .support import PEERS, WAIT, PythonBackend, Recorder, worker
-from .test_run_tasks import assert_tree_ends
+from ..acp.support import fake_agent, frames
+from .support import (
+    PEERS,
+    WAIT,
+    PythonBackend,
+    Recorder,
+    cancelling_run_tasks_kills_the_tree,
+    worker,
+)
 
 #: ``sh`` refuses to go on unless stdin and stdout are terminals, then runs
 #: tests/peers/worker.py, which reads the typed prompt up to Ctrl-D.
@@ -85,14 +90,12 @@ async def test_a_terminal_agent_feeds_process_acp_and_python_agents(tmp_path):
     assert agents_started == {"pty", "cli", "acp", "py"}
 
 
-async def test_a_budget_stop_kills_a_running_terminal_agents_tree(tmp_path):
-    pidfile, fifo = tmp_path / "tree.pid", tmp_path / "started"
-    fd = open_fifo(fifo)
+async def test_a_budget_stop_kills_a_running_terminal_agents_tree(tree):
     progress = Recorder()
 
     async def spend_once_the_tree_runs():
         with anyio.fail_after(WAIT):
-            await wait_line(fd, "started")
+            await tree.started()
 
     spender = PythonBackend(usage=TokenUsage(5000, 0), before=spend_once_the_tree_runs)
     agents = {
@@ -101,16 +104,13 @@ async def test_a_budget_stop_kills_a_running_terminal_agents_tree(tmp_path):
         "cli": worker("cli"),
     }
     tasks = [
-        Task(id="long", description=f"tree:{pidfile}:{fifo}", assignee="pty"),
+        tree.task(assignee="pty"),
         Task(id="spend", description="spend", assignee="spender"),
         Task(id="after", description="say:late", assignee="cli", depends_on=["long"]),
     ]
     oma = OpenMultiAgent(on_progress=progress, max_token_budget=1000)
-    try:
-        with anyio.fail_after(WAIT):
-            result = await oma.run_tasks(tasks, agents)
-    finally:
-        os.close(fd)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(tasks, agents)
 
     assert result.budget_exceeded and not result.success
     assert result["long"].status == "cancelled"
@@ -119,20 +119,8 @@ async def test_a_budget_stop_kills_a_running_terminal_agents_tree(tmp_path):
     (stop,) = progress.of("budget_exceeded")
     assert (stop.agent, stop.task_id) == ("spender", "spend")
     # The shell-exec'd worker and its sleeping grandchild are both gone.
-    assert_tree_ends(pidfile)
+    tree.assert_ends()
 
 
-async def test_cancelling_run_tasks_kills_a_running_terminal_agents_tree(tmp_path):
-    pidfile, fifo = tmp_path / "tree.pid", tmp_path / "started"
-    fd = open_fifo(fifo)
-    tasks = [Task(id="long", description=f"tree:{pidfile}:{fifo}")]
-    try:
-        with anyio.fail_after(WAIT):
-            async with anyio.create_task_group() as tg:
-                agents = {"pty": terminal_worker()}
-                tg.start_soon(OpenMultiAgent().run_tasks, tasks, agents)
-                await wait_line(fd, "started")
-                tg.cancel_scope.cancel()
-    finally:
-        os.close(fd)
-    assert_tree_ends(pidfile)
+async def test_cancelling_run_tasks_kills_a_running_terminal_agents_tree(tree):
+    await cancelling_run_tasks_kills_the_tree(tree, {"pty": terminal_worker()})

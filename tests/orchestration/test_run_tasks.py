@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import anyio
 import pytest
@@ -20,18 +19,16 @@ from oma_bridge import (
     TokenUsage,
 )
 
-from .. import leaks
-from ..acp.support import fake_agent, frames, open_fifo, wait_line
+from ..acp.support import fake_agent, frames
 from ..bridge.support import marker_config, text, user
-from .support import WAIT, PythonBackend, Recorder, hang, worker
-
-
-def assert_tree_ends(pidfile):
-    """The peer and its grandchild (sleep 300) both end: they were killed.
-
-    A signal is delivered asynchronously, so wait (bounded) for each to exit."""
-    for pid in (int(p) for p in pidfile.read_text().split()):
-        assert leaks.wait_any_ended([pid], WAIT), f"{pid} is still running"
+from .support import (
+    WAIT,
+    PythonBackend,
+    Recorder,
+    cancelling_run_tasks_kills_the_tree,
+    hang,
+    worker,
+)
 
 
 def gates():
@@ -51,18 +48,16 @@ def gates():
 
 
 async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget(
-    tmp_path,
+    tmp_path, tree
 ):
-    log, pidfile, flaky = tmp_path / "acp.log", tmp_path / "tree.pid", tmp_path / "f"
-    fifo = tmp_path / "started"
-    fd = open_fifo(fifo)
+    log, flaky = tmp_path / "acp.log", tmp_path / "f"
     progress, on_progress, event = gates()
 
     async def spend_when_the_rest_is_settled():
         with anyio.fail_after(WAIT):
             await event("task_skipped", "report").wait()
             await event("task_complete", "flaky").wait()
-            await wait_line(fd, "started")  # the long task's tree is running
+            await tree.started()  # the long task's tree is running
 
     python = PythonBackend()
     spender = PythonBackend(
@@ -94,18 +89,15 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
             retries=2,
             retry_backoff=0,
         ),
-        Task(id="long", description=f"tree:{pidfile}:{fifo}", assignee="cli"),
+        tree.task(assignee="cli"),
         Task(
             id="spend", description="spend", assignee="spender", depends_on=["publish"]
         ),
         Task(id="after", description="say:late", assignee="cli", depends_on=["spend"]),
     ]
     oma = OpenMultiAgent(on_progress=on_progress, max_token_budget=1000)
-    try:
-        with anyio.fail_after(WAIT):
-            result = await oma.run_tasks(tasks, agents)
-    finally:
-        os.close(fd)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(tasks, agents)
 
     status = {t.id: t.status for t in result.tasks}
     assert status == {
@@ -155,7 +147,7 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
     assert stop.usage.input_tokens >= 5050 and stop.max_tokens == 1000
     assert (stop.agent, stop.task_id) == ("spender", "spend")  # who broke it
     assert result.usage.input_tokens >= 5050
-    assert_tree_ends(pidfile)
+    tree.assert_ends()
     # Every event belongs to this run.
     assert {e.run_id for e in progress.events} == {result.run_id}
 
@@ -341,19 +333,8 @@ async def test_a_failing_progress_handler_does_not_fail_the_run(caplog):
     assert "on_progress raised on a task_start event" in caplog.text
 
 
-async def test_cancelling_run_tasks_from_outside_kills_running_trees(tmp_path):
-    pidfile, fifo = tmp_path / "tree.pid", tmp_path / "started"
-    fd = open_fifo(fifo)
-    tasks = [Task(id="long", description=f"tree:{pidfile}:{fifo}")]
-    try:
-        with anyio.fail_after(WAIT):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(OpenMultiAgent().run_tasks, tasks, {"cli": worker()})
-                await wait_line(fd, "started")
-                tg.cancel_scope.cancel()
-    finally:
-        os.close(fd)
-    assert_tree_ends(pidfile)
+async def test_cancelling_run_tasks_from_outside_kills_running_trees(tree):
+    await cancelling_run_tasks_kills_the_tree(tree, {"cli": worker()})
 
 
 async def test_a_budget_stop_during_a_retry_backoff_ends_it_without_a_retry(tmp_path):
