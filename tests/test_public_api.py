@@ -5,15 +5,12 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import oma_bridge
+from tests.fresh_python import run_python
 
-ROOT = Path(__file__).resolve().parent.parent
 SUBPACKAGES = (
     "oma_bridge.bridge",
     "oma_bridge.backends",
@@ -91,23 +88,11 @@ def test_top_level_exports_are_reexports():
     assert not extra, f"oma_bridge exports names no public module exports: {extra}"
 
 
-def python_c(code: str) -> subprocess.CompletedProcess[str]:
-    """``code`` run by a fresh interpreter in the project root."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_importing_oma_bridge_stays_light():
     code = (
         "import json, sys\nimport oma_bridge\nprint(json.dumps(sorted(sys.modules)))\n"
     )
-    done = python_c(code)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
     assert "oma_bridge" in loaded  # the check below looks at the right process
@@ -128,7 +113,7 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
         "print(json.dumps(sorted(ours)))\n"
         "print(oma_bridge.Agent.__module__, oma_bridge.preset.__module__)\n"
     )
-    done = python_c(code)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     loaded, modules = done.stdout.splitlines()
     entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]

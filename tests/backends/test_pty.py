@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ from oma_bridge import (
     PtyBackendConfig,
     TextEvent,
 )
-from tests.conftest import PEERS
+from tests.fresh_python import run_python
 
 from ._pty_support import assert_reaped, field, pty_peer
 from ._support import HANG_GUARD, make_agent, peer
@@ -322,14 +321,7 @@ def test_a_process_run_imports_neither_pexpect_nor_the_pty_backend() -> None:
         "assert Agent(config).run_sync('x').output == 'x'\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=PEERS.parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
     assert "oma_bridge.backends.process" in loaded  # the right process was looked at

@@ -5,8 +5,6 @@ calls and error. No process: made-up bytes, exits and times."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,11 +21,11 @@ from oma_bridge import (
     ToolCallEvent,
 )
 from oma_bridge.backends._run import RunCore, Step
+from tests.fresh_python import run_python
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 T0 = 1000.0
 MESSAGES = [{"role": "user", "content": "How many lines are in README.md?"}]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def core(output_format: str = "claude-stream-json", **kw: object) -> RunCore:
@@ -207,13 +205,7 @@ def test_a_text_run_does_not_load_the_parsers() -> None:
         "names = [m for m in sys.modules if 'backends._parsers' in m]\n"
         "print(bool(names))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from oma_bridge import AgentConfig, AgentRefusal, OpenMultiAgent, Task, TokenUsage
+from tests.fresh_python import run_python
 
 from .support import PythonBackend
 
@@ -21,8 +18,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 from opentelemetry.trace import StatusCode  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -91,10 +86,7 @@ def test_without_opentelemetry_runs_import_nothing_and_still_work():
         "result = anyio.run(OpenMultiAgent().run_agent, config, 'hi')\n"
         "print(result.output, [m for m in sys.modules if m.startswith('opentel')])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "python saw: hi ['opentelemetry']"
 
