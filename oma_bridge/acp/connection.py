@@ -154,10 +154,19 @@ class Connection:
             RemoteError: the peer answered with an error object.
             ProtocolError: the connection ended first.
         """
-        pending = self._pending
-        while not pending.is_answered(request_id):
+        while not self._pending.is_answered(request_id):
             await self._drive()
-        return pending.take(request_id)  # KeyError: not a request of ours
+        return self.take_response(request_id)
+
+    def take_response(self, request_id: RequestId) -> JSONValue:
+        """The response ``has_response`` says is in.
+
+        Raises:
+            RemoteError: the peer answered with an error object.
+            ProtocolError: the connection ended first.
+            KeyError: ``request_id`` is not a request of ours.
+        """
+        return self._pending.take(request_id)
 
     def forget(self, request_id: RequestId) -> None:
         """Stop waiting for a response; a late one is dropped."""
