@@ -339,11 +339,11 @@ class Agent:
         return self._backend
 
     async def _prepare(self, messages: list[LLMMessage]) -> RunRequest:
-        profile = self.input_profile
         prompt = _inputs.latest_user_text(messages)
         if self.config.before_run is not None:
             from ._hooks import apply_before_run
 
+            profile = self.input_profile
             prompt, messages = await apply_before_run(
                 self.config.before_run,
                 messages,
