@@ -150,7 +150,8 @@ class AcpRun:
                 self._agent = None
                 await backend._drop_agent()  # the next run starts a fresh agent
                 return exc
-        await self._read_late_frames(agent)
+        if agent.has_unread():  # rarely: the agent wrote after its last answer
+            await self._read_late_frames(agent)
         await self._prompt(agent)
         return None
 
@@ -164,17 +165,11 @@ class AcpRun:
         Raises:
             ProtocolError: the connection broke, or a frame stayed half-written.
         """
-        conn, stream, reader = agent.conn, agent.stream, agent.reader
-        assert conn is not None and stream is not None and reader is not None
-
-        def unread() -> bool:
-            return stream.has_unread or reader.ready()
-
-        if not unread():
-            return  # the usual case: nothing came after the answer, no scope needed
+        conn = agent.conn
+        assert conn is not None
         read = 0
         with anyio.move_on_after(self._config.cancel_grace) as scope:
-            while unread():
+            while agent.has_unread():
                 await conn.pump()
                 read += 1
         if scope.cancelled_caught:
