@@ -119,3 +119,54 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
     entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]
     assert json.loads(loaded) == entry
     assert modules == "oma_bridge.bridge._agent oma_bridge.presets._presets"
+
+
+def test_a_plain_cli_run_builds_no_structured_stream_types():
+    # A text run makes text, done and error events only: the events and records
+    # of structured streams (ACP, JSON output formats) load on first use. The
+    # top-level parser (every command's) is not built for a command given first.
+    code = (
+        "import json, sys\nfrom oma_bridge.cli import main\n"
+        "status = main(['run', '--process', 'cat', 'hello'])\n"
+        "print()\nprint(status, json.dumps(sorted(sys.modules)))\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    reply, last = done.stdout.rsplit("\n", 2)[-3:-1]
+    status, loaded = last.split(" ", 1)
+    assert (reply, status) == ("hello", "0")
+    modules = json.loads(loaded)
+    assert "oma_bridge.backends._run" in modules  # the run did go through the core
+    assert "oma_bridge.bridge._structured" not in modules
+    assert [m for m in modules if m.startswith("oma_bridge.cli.")] == [
+        "oma_bridge.cli._agent_options",
+        "oma_bridge.cli._main",
+        "oma_bridge.cli._run",
+        "oma_bridge.cli._signals",
+    ]
+
+
+def test_structured_stream_types_load_on_first_use():
+    from typing import get_args
+
+    from oma_bridge.bridge import _structured, events
+
+    names = ("PlanEvent", "ThoughtEvent", "ToolCallEvent", "ToolCallUpdateEvent")
+    for name in (*names, "UsageEvent"):
+        assert getattr(oma_bridge, name) is getattr(_structured, name)
+        assert getattr(events, name) is getattr(_structured, name)
+    assert oma_bridge.ToolCallRecord is _structured.ToolCallRecord
+    union = get_args(oma_bridge.StreamEvent)
+    assert [kind.__name__ for kind in union] == [
+        "TextEvent",
+        "ThoughtEvent",
+        "ToolCallEvent",
+        "ToolCallUpdateEvent",
+        "PlanEvent",
+        "UsageEvent",
+        "DoneEvent",
+        "ErrorEvent",
+    ]
+    assert oma_bridge.StreamEvent is events.StreamEvent
+    with pytest.raises(AttributeError):
+        events.NoSuchEvent  # noqa: B018

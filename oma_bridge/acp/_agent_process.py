@@ -293,6 +293,13 @@ class AgentProcess:
         os.close(child.stderr)
         child.stderr = -1
 
+    def has_unread(self) -> bool:
+        """Whether the agent sent bytes no ``pump`` has read yet (or closed its
+        stdout): a frame, or part of one, waits."""
+        stream, reader = self.stream, self.reader
+        assert stream is not None and reader is not None
+        return stream.has_unread or reader.ready()
+
     def stderr_text(self) -> str:
         if self.child is not None and self.child.stderr >= 0:
             self.side.service()

@@ -34,7 +34,9 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _PREVIEW = 160
 
 _loads = json.loads
-_decode = json.JSONDecoder().decode  # json.loads(str) without its checks
+# A frame is almost always one JSON text with nothing around it: raw_decode
+# reads it without the whitespace scans of json.loads (see NdjsonStream.receive).
+_raw_decode = json.JSONDecoder().raw_decode
 # One encoder for every frame: compact, UTF-8 as is (ensure_ascii=False); no
 # cycle check, as a message is a tree. NaN and infinities are refused, see encode.
 _ENCODER = json.JSONEncoder(
@@ -129,9 +131,12 @@ class NdjsonStream:
                 await self._fill()
                 continue
             # JSON allows whitespace around a value, a CRLF's \r included: only
-            # a line that fails to parse is looked at again.
+            # a line that is not one bare JSON text is looked at again.
             try:
-                return _decode(line.decode())  # type: ignore[no-any-return]
+                text = line.decode()
+                value, end = _raw_decode(text)
+                if end == len(text):
+                    return value  # type: ignore[no-any-return]
             except ValueError:
                 pass
             except RecursionError:  # json recurses per level: "[[[[..." breaks it
@@ -257,7 +262,10 @@ class NdjsonStream:
         """
         if self._out is None:
             raise anyio.ClosedResourceError
-        await self._out.send(b"".join([encode(message) for message in messages]))
+        if len(messages) == 1:
+            await self._out.send(encode(messages[0]))
+        else:
+            await self._out.send(b"".join([encode(message) for message in messages]))
 
     async def aclose(self) -> None:
         for stream in (self._in, self._out):

@@ -35,13 +35,14 @@ class Outbox:
     """
 
     __slots__ = (
+        "_drained",
         "_error",
         "_fail",
         "_held",
-        "_lock",
         "_observe",
         "_send_many",
         "_stream",
+        "_writing",
     )
 
     def __init__(
@@ -57,7 +58,12 @@ class Outbox:
         ) = getattr(stream, "send_many", None)
         self._observe = observe
         self._fail = fail
-        self._lock = anyio.Lock(fast_acquire=True)
+        # One write at a time: a write that finds the pipe full waits for it to
+        # drain, and no other frame may land in the middle of it. A flag, not
+        # anyio.Lock, which asks the event loop for the current task on acquire
+        # and on release (a getpid() syscall each on Python 3.11), every frame.
+        self._writing = False
+        self._drained: anyio.Event | None = None  # set when _writing ends
         # Messages kept by hold() until a reply or release(); None: not holding.
         self._held: list[Mapping[str, object]] | None = None
         self._error: OmaBridgeError | None = None
@@ -90,20 +96,20 @@ class Outbox:
     async def write(self, messages: list[Mapping[str, object]]) -> None:
         """Write ``messages`` now (one write where the stream has ``send_many``).
 
-        Most writes find the lock free: it is taken without a checkpoint (the
-        write itself is none either, unless the pipe is full).
+        Most writes find no other under way and pass no checkpoint (the write
+        itself is none either, unless the pipe is full).
 
         Raises:
             OmaBridgeError: the outbox was closed, or the peer stopped reading
                 (the error ``fail`` returned).
         """
+        while self._writing:  # rare: another task's write waits for the pipe
+            if self._drained is None:
+                self._drained = anyio.Event()
+            await self._drained.wait()
         if self._error is not None:
             raise self._error
-        lock = self._lock
-        try:
-            lock.acquire_nowait()
-        except anyio.WouldBlock:
-            await lock.acquire()
+        self._writing = True
         try:
             if self._send_many is not None:
                 await self._send_many(messages)
@@ -115,7 +121,10 @@ class Outbox:
                 ProtocolError("The peer stopped reading its input.")
             ) from exc
         finally:
-            lock.release()
+            self._writing = False
+            if self._drained is not None:
+                self._drained.set()
+                self._drained = None
         if self._observe is not None:
             for message in messages:
                 self._observe("out", message)  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ the last answer with no turn attached, so those updates reach no run's output.
 from __future__ import annotations
 
 import logging
-import select
 import time
 import weakref
 from typing import TYPE_CHECKING, final
@@ -44,12 +43,7 @@ __all__ = ("AcpRun",)
 # may name it.
 logger = logging.getLogger("oma_bridge.acp.client")
 
-
-def _readable(fd: int) -> bool:
-    """Whether ``fd`` has data (or end of file) to read now."""
-    poller = select.poll()  # not select.select: descriptors may exceed 1024
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
+_NO_DEADLINE = float("inf")
 
 
 @final
@@ -65,7 +59,7 @@ class AcpRun:
         # Fed by the agent's routing table with this turn's session/updates.
         self.turn = TurnUpdates(max_output_bytes=self._config.max_output_bytes)
         self._started = 0.0
-        self._deadline = float("inf")
+        self._deadline = _NO_DEADLINE
         self._begun = False
         self._finished = False
         self._owns_backend = False
@@ -115,14 +109,14 @@ class AcpRun:
                 return events.popleft()
             if conn.has_response(self._prompt_id):
                 return await self._complete()
+            if self._deadline == _NO_DEADLINE:
+                await conn.pump()  # no cancel scope per frame without a deadline
+                continue
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 return await self._time_out()
-            if remaining == float("inf"):
-                await conn.pump()  # no cancel scope per frame without a deadline
-            else:
-                with anyio.move_on_after(remaining):
-                    await conn.pump()
+            with anyio.move_on_after(remaining):
+                await conn.pump()
 
     # -- start -------------------------------------------------------------------
 
@@ -156,7 +150,8 @@ class AcpRun:
                 self._agent = None
                 await backend._drop_agent()  # the next run starts a fresh agent
                 return exc
-        await self._read_late_frames(agent)
+        if agent.has_unread():  # rarely: the agent wrote after its last answer
+            await self._read_late_frames(agent)
         await self._prompt(agent)
         return None
 
@@ -170,19 +165,11 @@ class AcpRun:
         Raises:
             ProtocolError: the connection broke, or a frame stayed half-written.
         """
-        conn, stream, child = agent.conn, agent.stream, agent.child
-        assert conn is not None and stream is not None and child is not None
-        reader = agent.reader
-        assert reader is not None
-
-        def unread() -> bool:
-            return stream.has_unread or reader.has_ahead or _readable(child.stdout)
-
-        if not unread():
-            return  # the usual case: nothing came after the answer, no scope needed
+        conn = agent.conn
+        assert conn is not None
         read = 0
         with anyio.move_on_after(self._config.cancel_grace) as scope:
-            while unread():
+            while agent.has_unread():
                 await conn.pump()
                 read += 1
         if scope.cancelled_caught:
@@ -227,7 +214,7 @@ class AcpRun:
             agent is not None and agent.conn is not None and self._prompt_id is not None
         )
         try:
-            reply = await agent.conn.wait_response(self._prompt_id)
+            reply = agent.conn.take_response(self._prompt_id)  # has_response held
         except RemoteError as exc:
             # The agent refused this prompt but is still usable. Some agents
             # (claude-agent-acp) open a session and only then ask for a login.

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ("TurnEnd", "TurnUpdates", "content_text", "turn_end")
 
+_NO_USAGE = TokenUsage()
+
 #: ACP tool call update fields and the ToolCallRecord fields they replace.
 _TOOL_FIELDS = (
     ("title", "title"),
@@ -117,6 +119,8 @@ class TurnUpdates:
         cost = None
         if self.cost is not None:
             cost = max(0.0, self.cost - (self.base_cost or 0.0))
+        elif not (input_tokens or output_tokens):
+            return _NO_USAGE  # what most turns report: no new object each time
         return TokenUsage(input_tokens, output_tokens, cost)
 
     # -- one handler per kind ------------------------------------------------------

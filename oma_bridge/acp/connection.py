@@ -154,10 +154,19 @@ class Connection:
             RemoteError: the peer answered with an error object.
             ProtocolError: the connection ended first.
         """
-        pending = self._pending
-        while not pending.is_answered(request_id):
+        while not self._pending.is_answered(request_id):
             await self._drive()
-        return pending.take(request_id)  # KeyError: not a request of ours
+        return self.take_response(request_id)
+
+    def take_response(self, request_id: RequestId) -> JSONValue:
+        """The response ``has_response`` says is in.
+
+        Raises:
+            RemoteError: the peer answered with an error object.
+            ProtocolError: the connection ended first.
+            KeyError: ``request_id`` is not a request of ours.
+        """
+        return self._pending.take(request_id)
 
     def forget(self, request_id: RequestId) -> None:
         """Stop waiting for a response; a late one is dropped."""
@@ -231,8 +240,8 @@ class Connection:
             message = await self._receive()
         except anyio.EndOfStream:
             raise self.fail(ProtocolError("The peer closed the connection.")) from None
-        if not isinstance(message, _BadFrame):
-            await self.handle(message)
+        if not isinstance(message, _BadFrame) and not self._handled_now(message):
+            await self._handle_request(message)
 
     async def _receive(self) -> JSONValue | _BadFrame:
         """The next message, counted and observed; ``_BAD_FRAME`` after a bad
@@ -257,29 +266,40 @@ class Connection:
 
     async def handle(self, message: JSONValue) -> None:
         """Handle one message already read (see ``pump``)."""
+        if not self._handled_now(message):
+            await self._handle_request(message)
+
+    def _handled_now(self, message: JSONValue) -> bool:
+        """Handle a notification or a response, which need no waiting (most
+        messages); False for anything else (a request, a bad message)."""
         self._log.frame("<-", message)
         if not isinstance(message, dict):
-            await self._bad_message(message)
-            return
+            return False
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:
-                request_id = message["id"]
-                if not is_id(request_id):
-                    await self._bad_message(message)
-                    return
-                if await self._answers.admit(request_id, method):
-                    await self._answers.answer(
-                        request_id, method, message.get("params")
-                    )
-            else:
-                self._on_notification(method, message.get("params"))
-            return
+                return False
+            self._on_notification(method, message.get("params"))
+            return True
         request_id = message.get("id")
         # is_id, not isinstance(int): true == 1 would answer request 1.
         if is_id(request_id) and ("result" in message or "error" in message):
             self._pending.answer(request_id, message)
-            return
+            return True
+        return False
+
+    async def _handle_request(self, message: JSONValue) -> None:
+        """Answer a request (its handler awaited inline), or refuse a bad message."""
+        if isinstance(message, dict) and isinstance(
+            method := message.get("method"), str
+        ):
+            request_id = message.get("id")
+            if is_id(request_id):
+                if await self._answers.admit(request_id, method):
+                    await self._answers.answer(
+                        request_id, method, message.get("params")
+                    )
+                return
         await self._bad_message(message)
 
     def _on_notification(self, method: str, params: JSONValue) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import selectors
 import time
 from typing import TYPE_CHECKING, final
@@ -173,6 +174,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._ahead_limit = ahead_limit
         self._ahead_eof = False
         self._drain_sel: selectors.DefaultSelector | None = None  # while draining
+        self._poller: select.poll | None = None  # for ready(), made on first use
         self._side = side
         self._sel: selectors.DefaultSelector | None = None
         self._closed = False
@@ -186,10 +188,15 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
             self._sel.register(fd, selectors.EVENT_READ)
             self._sel.register(side.fileno(), selectors.EVENT_READ)
 
-    @property
-    def has_ahead(self) -> bool:
-        """Bytes (or the end) were read ahead that ``receive`` has not returned."""
-        return bool(self._ahead) or self._ahead_eof
+    def ready(self) -> bool:
+        """Whether ``receive`` would not wait: data or the end is there, or
+        this stream is closed (it raises at once)."""
+        if self._ahead or self._ahead_eof or self._closed:
+            return True
+        if self._poller is None:  # not select.select: descriptors may exceed 1024
+            self._poller = select.poll()
+            self._poller.register(self._fd, select.POLLIN)
+        return bool(self._poller.poll(0))
 
     async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
         if self._ahead:

@@ -140,8 +140,13 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     return text
 
 
-_KEY_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
-_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]+\r?")
+@functools.cache
+def _key_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The END line of a private key, and one line of its base64 (compiled on
+    first use, like ``_patterns``: most runs never redact anything)."""
+    return re.compile(r"-----END [A-Z ]*PRIVATE KEY-----"), re.compile(
+        r"[A-Za-z0-9+/=]+\r?"
+    )
 
 
 def _key_tails(text: str) -> str:
@@ -151,13 +156,14 @@ def _key_tails(text: str) -> str:
     ``(?:^[A-Za-z0-9+/=]+\\n)*-----END`` was tried at every line, quadratic
     in the lines of base64 that no END follows (260 KB took 5.7 s).
     """
+    key_end, key_line = _key_patterns()
     out: list[str] = []
     done = 0  # text[:done] is in out already
-    for match in _KEY_END.finditer(text):
+    for match in key_end.finditer(text):
         start = match.start()
         while start > done and text[start - 1] == "\n":
             line = text.rfind("\n", 0, start - 1) + 1
-            if line < done or not _KEY_LINE.fullmatch(text, line, start - 1):
+            if line < done or not key_line.fullmatch(text, line, start - 1):
                 break
             start = line
         out += (text[done:start], REDACTED)

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
-from ._results import AgentRunResult, TokenUsage, ToolCallRecord
+from ._results import AgentRunResult, TokenUsage
 from .backend import (
     AgentBackend,
     BackendConfig,
@@ -28,20 +28,19 @@ from .errors import (
     RemoteError,
     UnsupportedContentBlockError,
 )
-from .events import (
-    DoneEvent,
-    ErrorEvent,
-    PlanEvent,
-    StreamEvent,
-    TextEvent,
-    ThoughtEvent,
-    ToolCallEvent,
-    ToolCallUpdateEvent,
-    UsageEvent,
-)
+from .events import DoneEvent, ErrorEvent, TextEvent
 
 if TYPE_CHECKING:
     from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
+    from ._structured import (
+        PlanEvent,
+        ThoughtEvent,
+        ToolCallEvent,
+        ToolCallRecord,
+        ToolCallUpdateEvent,
+        UsageEvent,
+    )
+    from .events import StreamEvent
     from .messages import (
         ContentBlock,
         ImageBlock,
@@ -107,9 +106,22 @@ __all__ = (
 
 
 # Imported on first use: a single run (the CLI's) needs neither the hooks'
-# names (without hooks) nor the message types (annotations).
+# names (without hooks), nor the message types (annotations), nor what only
+# structured streams make (see events).
 _LAZY = {
     **dict.fromkeys(("AfterRunHook", "BeforeRunContext", "BeforeRunHook"), "_hooks"),
+    **dict.fromkeys(
+        (
+            "PlanEvent",
+            "StreamEvent",
+            "ThoughtEvent",
+            "ToolCallEvent",
+            "ToolCallUpdateEvent",
+            "UsageEvent",
+        ),
+        "events",
+    ),
+    "ToolCallRecord": "_structured",
     **dict.fromkeys(
         (
             "ContentBlock",

@@ -339,11 +339,11 @@ class Agent:
         return self._backend
 
     async def _prepare(self, messages: list[LLMMessage]) -> RunRequest:
-        profile = self.input_profile
         prompt = _inputs.latest_user_text(messages)
         if self.config.before_run is not None:
             from ._hooks import apply_before_run
 
+            profile = self.input_profile
             prompt, messages = await apply_before_run(
                 self.config.before_run,
                 messages,
@@ -409,38 +409,57 @@ class AgentStream:
     async def __anext__(self) -> StreamEvent:
         if self._finished:
             raise StopAsyncIteration
-        if self._events is None:
-            try:
-                request = await self._agent._prepare(self._messages)
-            except BaseException:
-                self._finished = True
-                raise
-            self._events = self._agent._get_backend().stream(request)
+        events = self._events or await self._start()
         try:
-            event = await self._events.__anext__()
+            event = await events.__anext__()
         except StopAsyncIteration:
-            self._finished = True
-            raise ProtocolError(
-                f"the {self._agent.input_profile.transport} backend ended its "
-                "stream without a done or error event"
-            ) from None
+            raise self._ended_early() from None
         except BaseException:
             await self.aclose()
             raise
         if isinstance(event, (DoneEvent, ErrorEvent)):
-            await self.aclose()  # let the backend's iterator finish its cleanup now
-            result = await self._agent._finish(event.result, self._history)
-            if result is not event.result:
-                event = event._replace(result=result)
+            return await self._end(event)
         return event
 
     async def result(self) -> AgentRunResult:
         """Consume the stream and return the result of its terminal event."""
-        async with self:
-            async for event in self:
+        if self._finished:
+            raise AssertionError("unreachable: the stream ends with a terminal event")
+        # The backend's events are taken here directly: the events before the
+        # terminal one are dropped unseen, so they need not pass __anext__.
+        events = self._events or await self._start()
+        try:
+            async for event in events:
                 if isinstance(event, (DoneEvent, ErrorEvent)):
-                    return event.result
-        raise AssertionError("unreachable: the stream ends with a terminal event")
+                    return (await self._end(event)).result
+        except BaseException:
+            await self.aclose()
+            raise
+        await self.aclose()
+        raise self._ended_early()
+
+    async def _start(self) -> AsyncIterator[StreamEvent]:
+        try:
+            request = await self._agent._prepare(self._messages)
+        except BaseException:
+            self._finished = True
+            raise
+        self._events = self._agent._get_backend().stream(request)
+        return self._events
+
+    async def _end(self, event: DoneEvent | ErrorEvent) -> DoneEvent | ErrorEvent:
+        await self.aclose()  # let the backend's iterator finish its cleanup now
+        result = await self._agent._finish(event.result, self._history)
+        if result is not event.result:
+            event = event._replace(result=result)
+        return event
+
+    def _ended_early(self) -> ProtocolError:
+        self._finished = True
+        return ProtocolError(
+            f"the {self._agent.input_profile.transport} backend ended its "
+            "stream without a done or error event"
+        )
 
     async def aclose(self) -> None:
         """Stop the run if it is still going; idempotent."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ._structured import ToolCallRecord
     from .errors import OmaBridgeError
-    from .messages import JSONValue, LLMMessage
+    from .messages import LLMMessage
 
-__all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
+__all__ = ("AgentRunResult", "TokenUsage")
 
 
 @dataclass(frozen=True)  # no slots=True: it builds the class twice, at every start
@@ -35,17 +36,6 @@ class TokenUsage:
             self.output_tokens + other.output_tokens,
             cost,
         )
-
-
-class ToolCallRecord(NamedTuple):
-    """A tool call the agent made during the run, as last reported."""
-
-    id: str
-    title: str = ""
-    kind: str | None = None
-    status: str | None = None
-    raw_input: JSONValue = None
-    raw_output: JSONValue = None
 
 
 _NO_USAGE = TokenUsage()

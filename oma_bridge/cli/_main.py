@@ -8,7 +8,7 @@ import argparse
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -77,14 +77,13 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _build_parser(
-    argv: Sequence[str],
-) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The parser and each command's own; with a known command first, only that
-    command's module loads.
+def _build_parser() -> tuple[
+    argparse.ArgumentParser, dict[str, argparse.ArgumentParser]
+]:
+    """The top-level parser, with every command's, and each command's own.
 
-    Each start pays for the imports of the commands it registers, and a fresh
-    per-run job or an editor launch runs exactly one command.
+    Only for a start without a command (``--help``, ``--version``, a wrong
+    one): it loads every command's module, which a run does not pay for.
     """
     import importlib
 
@@ -102,8 +101,7 @@ def _build_parser(
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    wanted = argv[0] if argv and argv[0] in _COMMANDS else None
-    for name in (wanted,) if wanted else _COMMANDS:
+    for name in _COMMANDS:
         importlib.import_module(f"._{name}", __package__).add_parser(commands)
     return parser, dict(commands.choices)
 
@@ -111,16 +109,46 @@ def _build_parser(
 def _parse(words: list[str]) -> argparse.Namespace:
     """The arguments; an error names the command's usage, not the top-level one.
 
-    argparse reports an unknown option after the command with the top-level
-    usage; here the command's own parser reports it. Handlers reach their
-    parser as ``args.parser`` for the errors they find themselves.
+    A command given first, as usual, is parsed by its own parser alone: the
+    top-level one only answers ``--help``, ``--version`` and a wrong command.
+    Handlers reach their parser as ``args.parser`` for the errors they find
+    themselves.
     """
-    parser, commands = _build_parser(words)
-    args, unknown = parser.parse_known_args(words)
+    if words and words[0] in _COMMANDS:
+        parser = _command_parser(words[0])
+        args = parser.parse_args(words[1:])
+        args.command, args.parser = words[0], parser
+        return args
+    top, commands = _build_parser()
+    args, unknown = top.parse_known_args(words)
+    # argparse reports an unknown option after the command with the top-level
+    # usage; the command's own parser reports it here.
     args.parser = commands[args.command]
     if unknown:
         args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
+
+
+@final
+class _OneCommand:
+    """Takes a command module's ``add_parser`` call in place of the top-level
+    parser's subcommands, building that command's parser on its own."""
+
+    def __init__(self) -> None:
+        self.parser: argparse.ArgumentParser | None = None
+
+    def add_parser(self, name: str, *, help: str, **kwargs: Any) -> _Parser:
+        self.parser = _Parser(prog=f"oma-bridge {name}", **kwargs)
+        return self.parser
+
+
+def _command_parser(name: str) -> argparse.ArgumentParser:
+    import importlib
+
+    one = _OneCommand()
+    importlib.import_module(f"._{name}", __package__).add_parser(one)
+    assert one.parser is not None
+    return one.parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,14 +11,7 @@ from .. import (
     BackendExitError,
     BackendStartError,
     BackendTimeout,
-    DoneEvent,
-    ErrorEvent,
     OmaBridgeError,
-    PlanEvent,
-    TextEvent,
-    ToolCallEvent,
-    ToolCallUpdateEvent,
-    UsageEvent,
 )
 from ._agent_options import (
     add_agent_options,
@@ -41,7 +34,15 @@ from ._signals import Termination
 if TYPE_CHECKING:
     import argparse
 
-    from .. import AgentRunResult, JSONValue, StreamEvent, TokenUsage
+    from .. import (
+        AgentRunResult,
+        JSONValue,
+        PlanEvent,
+        StreamEvent,
+        TokenUsage,
+        ToolCallEvent,
+        ToolCallUpdateEvent,
+    )
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -162,14 +163,18 @@ def _prompt(prompt: str | None, source: str | None) -> str:
     return text
 
 
+# Events are told apart by their ``type`` tag, not their class: a plain run never
+# loads the classes of structured streams' events (see bridge/events.py).
+
+
 def _show(event: StreamEvent) -> None:
     """Stream the reply to stdout, tool calls and plans to stderr."""
-    if isinstance(event, TextEvent):
+    if event.type == "text":
         sys.stdout.write(event.text)
         sys.stdout.flush()
-    elif isinstance(event, (ToolCallEvent, ToolCallUpdateEvent, PlanEvent)):
+    elif event.type in ("tool_call", "tool_call_update", "plan"):
         _show_activity(event)
-    elif isinstance(event, (DoneEvent, ErrorEvent)):
+    elif event.type in ("done", "error"):
         output = event.result.output
         if output and not output.endswith("\n") and sys.stdout.isatty():
             sys.stdout.write("\n")
@@ -177,11 +182,11 @@ def _show(event: StreamEvent) -> None:
 
 def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> None:
     """Tool calls and plans, one compact line each on stderr."""
-    if isinstance(event, ToolCallEvent):
+    if event.type == "tool_call":
         line = f"[tool] {event.title or event.id}"
         if event.kind:
             line += f" ({event.kind})"
-    elif isinstance(event, ToolCallUpdateEvent):
+    elif event.type == "tool_call_update":
         if event.status not in ("completed", "failed"):
             return
         line = f"[tool] {event.title or event.id}: {event.status}"
@@ -198,10 +203,10 @@ def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> No
 
 def _show_jsonl(event: StreamEvent) -> None:
     """One JSON object per event on stdout, flushed at once (for scripts)."""
-    if isinstance(event, (DoneEvent, ErrorEvent)):
+    if event.type in ("done", "error"):
         record = {"type": event.type, **_result_json(event.result)}
         record["exit_status"] = _status(event.result)
-    elif isinstance(event, UsageEvent):
+    elif event.type == "usage":
         record = {"type": event.type, **_usage_json(event.usage)}
     else:
         record = dict(event._asdict())
