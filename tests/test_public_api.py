@@ -156,6 +156,7 @@ def test_structured_stream_types_load_on_first_use():
         assert getattr(oma_bridge, name) is getattr(_structured, name)
         assert getattr(events, name) is getattr(_structured, name)
     assert oma_bridge.ToolCallRecord is _structured.ToolCallRecord
+    assert oma_bridge.SessionReplay is _structured.SessionReplay
     union = get_args(oma_bridge.StreamEvent)
     assert [kind.__name__ for kind in union] == [
         "TextEvent",

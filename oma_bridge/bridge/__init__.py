@@ -14,7 +14,6 @@ from .backend import (
     RunRequest,
     RunStream,
     SessionBackend,
-    SessionReplay,
 )
 from .errors import (
     AgentRefusal,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
     from ._structured import (
         PlanEvent,
+        SessionReplay,
         ThoughtEvent,
         ToolCallEvent,
         ToolCallRecord,
@@ -121,7 +121,7 @@ _LAZY = {
         ),
         "events",
     ),
-    "ToolCallRecord": "_structured",
+    **dict.fromkeys(("SessionReplay", "ToolCallRecord"), "_structured"),
     **dict.fromkeys(
         (
             "ContentBlock",

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from ._held import HeldLoop
     from ._hooks import AfterRunHook, BeforeRunHook
     from ._results import AgentRunResult
-    from .backend import InputProfile, SessionReplay
+    from ._structured import SessionReplay
+    from .backend import InputProfile
     from .events import StreamEvent
     from .messages import ContentBlock, LLMMessage
 

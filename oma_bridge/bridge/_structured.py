@@ -1,8 +1,10 @@
-"""What only structured streams make: their events and tool-call records.
+"""What only structured streams make: their events, tool-call records, and
+the replay of an earlier session.
 
 ACP agents and CLIs with a JSON output format report thoughts, tool calls,
-plans and usage; a plain text run makes none of these, so this module loads
-on first use (``events`` and ``oma_bridge.bridge`` hand its names out).
+plans and usage, and an ACP agent can replay a session; a plain text run makes
+none of these, so this module loads on first use (``events`` and
+``oma_bridge.bridge`` hand its names out).
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from ._results import TokenUsage
-    from .messages import JSONValue
+    from .events import StreamEvent
+    from .messages import JSONValue, LLMMessage
 
 __all__ = (
     "PlanEvent",
+    "SessionReplay",
     "ThoughtEvent",
     "ToolCallEvent",
     "ToolCallRecord",
@@ -75,3 +79,27 @@ class ToolCallRecord(NamedTuple):
     status: str | None = None
     raw_input: JSONValue = None
     raw_output: JSONValue = None
+
+
+class SessionReplay(NamedTuple):
+    """An earlier session, opened again: what the agent replayed of it.
+
+    The replay is history, never output of a run: no run's events or result
+    include it.
+
+    Attributes:
+        session_id: The session now in use.
+        how: ``"load"`` (the agent replayed the conversation) or ``"resume"``
+            (it restored the session without replaying anything).
+        messages: The replayed conversation as text messages, in order: user
+            and assistant turns (consecutive chunks of one role joined).
+        events: The typed events made of the replayed updates (text, thought,
+            tool calls, plans), as a run would have reported them.
+        updates: The replayed ``session/update`` objects, as sent.
+    """
+
+    session_id: str
+    how: Literal["load", "resume"]
+    messages: list[LLMMessage]
+    events: tuple[StreamEvent, ...] = ()
+    updates: tuple[dict[str, JSONValue], ...] = ()

@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from ._results import AgentRunResult
+    from ._structured import SessionReplay
     from .events import StreamEvent
-    from .messages import JSONValue, LLMMessage
+    from .messages import LLMMessage
 
 __all__ = (
     "AgentBackend",
@@ -25,7 +26,6 @@ __all__ = (
     "RunRequest",
     "RunStream",
     "SessionBackend",
-    "SessionReplay",
 )
 
 
@@ -151,30 +151,6 @@ class FreshSessionConfig(Protocol):
     open a fresh one for every run (batch items must not see each other)."""
 
     def with_fresh_sessions(self) -> BackendConfig: ...
-
-
-class SessionReplay(NamedTuple):
-    """An earlier session, opened again: what the agent replayed of it.
-
-    The replay is history, never output of a run: no run's events or result
-    include it.
-
-    Attributes:
-        session_id: The session now in use.
-        how: ``"load"`` (the agent replayed the conversation) or ``"resume"``
-            (it restored the session without replaying anything).
-        messages: The replayed conversation as text messages, in order: user
-            and assistant turns (consecutive chunks of one role joined).
-        events: The typed events made of the replayed updates (text, thought,
-            tool calls, plans), as a run would have reported them.
-        updates: The replayed ``session/update`` objects, as sent.
-    """
-
-    session_id: str
-    how: Literal["load", "resume"]
-    messages: list[LLMMessage]
-    events: tuple[StreamEvent, ...] = ()
-    updates: tuple[dict[str, JSONValue], ...] = ()
 
 
 @runtime_checkable
