@@ -41,10 +41,16 @@ def test_a_mapping_with_messages_becomes_a_structured_item() -> None:
 @pytest.mark.parametrize(
     ("record", "kind", "message"),
     [
-        ({"id": 1.5, "prompt": "x"}, TypeError, "item 1: 'id' must be a str or an int"),
-        ({"id": "a"}, ValueError, "item 1: needs exactly one of 'prompt' or"),
-        ({"prompt": 3}, TypeError, "item 1: 'prompt' must be a str, got int"),
-        ({"prompt": "x", "output": 1}, ValueError, "key 'output' is reserved"),
+        ({"id": 1.5, "prompt": "x"}, TypeError,
+         "^run_batch item 1: 'id' must be a string or an integer, got 1.5$"),
+        ({"id": "a"}, ValueError,
+         "^run_batch item 1: needs exactly one of 'prompt' or 'messages'$"),
+        ({"prompt": 3}, TypeError, "^run_batch item 1: 'prompt' must be a string "
+         "or a list of content blocks, got int$"),
+        ({"messages": "hi"}, TypeError,
+         "^run_batch item 1: 'messages' must be a list of messages, got str$"),
+        ({"prompt": "x", "output": 1}, ValueError,
+         "^run_batch item 1: field 'output' is reserved for the result; rename it$"),
     ],
 )  # fmt: skip
 def test_a_malformed_mapping_is_named_by_position(record, kind, message) -> None:
@@ -66,7 +72,7 @@ async def test_a_wrong_item_of_a_list_is_a_plain_error_before_anything_starts(
 ) -> None:
     marker = tmp_path / "spawned"
     items = ["fine", {"id": "b", "prompt": 3}]
-    with pytest.raises(TypeError, match="item 2: 'prompt' must be a str, got int"):
+    with pytest.raises(TypeError, match="item 2: 'prompt' must be a string or a"):
         run_batch(_spawns_nothing(marker), items)
     with pytest.raises(ValueError, match="item 1: needs exactly one of 'prompt'"):
         run_batch(_spawns_nothing(marker), ({"id": "a"}, "fine"))
@@ -83,7 +89,7 @@ async def test_a_wrong_item_of_a_generator_ends_the_block_with_a_plain_error(
         yield {"id": "b", "prompt": "two", "usage": 1}
 
     seen = []
-    with pytest.raises(ValueError, match="item 2: key 'usage' is reserved") as caught:
+    with pytest.raises(ValueError, match="item 2: field 'usage' is rese") as caught:
         async with run_batch(config, items(), concurrency=1) as results:
             async for result in results:
                 seen.append(result.id)
@@ -103,7 +109,7 @@ async def test_an_on_result_failure_ends_the_block_with_a_plain_error() -> None:
 
 def test_the_blocking_engine_checks_a_list_before_anything_starts(tmp_path) -> None:
     marker = tmp_path / "spawned"
-    with pytest.raises(TypeError, match="item 2: 'id' must be a str or an int"):
+    with pytest.raises(TypeError, match="item 2: 'id' must be a string or an int"):
         sync_batch(_spawns_nothing(marker), ["fine", {"id": None, "prompt": "x"}],
                    concurrency=2)  # fmt: skip
     assert not marker.exists()
