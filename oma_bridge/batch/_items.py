@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ..bridge import TokenUsage
 
@@ -107,7 +107,10 @@ def as_items(
     """``items`` as ``BatchItem``s; a plain prompt's id is its position (from 1).
 
     A mapping is read as a line of a JSON Lines batch file: ``id`` (default: its
-    position), exactly one of ``prompt`` or ``messages``, the rest as extra.
+    position), exactly one of ``prompt`` or ``messages``, the rest as extra. A
+    ``prompt`` may also be a list of content blocks (one user turn), as in the
+    CLI's input: a text-only backend then fails that item alone with
+    ``INVALID_MESSAGE`` before anything is spawned.
     A collection (a list, a tuple) is checked whole here, so a wrong item fails
     before anything starts; any other iterable (a generator over a large file)
     is read lazily, and a wrong item fails when it is reached.
@@ -115,7 +118,8 @@ def as_items(
     Raises:
         TypeError: an item is not a ``BatchItem``, a string or a mapping, or a
             mapping's field has the wrong type (its position and key named).
-        ValueError: a mapping lacks its input or uses a key of the result.
+        ValueError: a mapping lacks its input, has both ``prompt`` and
+            ``messages``, or uses a key of the result.
     """
     converted = _converted(items)
     if isinstance(items, Collection):
@@ -141,21 +145,46 @@ def _converted(
 
 
 def _from_mapping(record: Mapping[str, JSONValue], position: int) -> BatchItem:
-    where = f"run_batch item {position}"
+    try:
+        return item_from_record(record, position)
+    except (TypeError, ValueError) as exc:
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(f"run_batch item {position}: {exc}") from None
+
+
+def item_from_record(record: Mapping[str, JSONValue], default_id: int) -> BatchItem:
+    """A JSON Lines record as an item: the one set of rules for the library and
+    the CLI.
+
+    ``id`` (default: ``default_id``), exactly one of ``prompt`` or ``messages``,
+    the other fields as extra. A ``prompt`` that is a list (content blocks)
+    becomes one user message; whether the backend takes it is decided per item.
+    ``record`` itself is left as it is.
+
+    Raises:
+        TypeError: ``id``, ``prompt`` or ``messages`` has the wrong type.
+        ValueError: neither or both of ``prompt`` and ``messages`` are given, or
+            a field uses a key of the result.
+    """
     rest = dict(record)
-    item_id = rest.pop("id", position)
+    item_id = rest.pop("id", default_id)
     if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
-        raise TypeError(f"{where}: 'id' must be a str or an int, got {item_id!r}")
+        raise TypeError(f"'id' must be a string or an integer, got {item_id!r}")
     if ("prompt" in rest) == ("messages" in rest):
-        raise ValueError(f"{where}: needs exactly one of 'prompt' or 'messages'")
+        raise ValueError("needs exactly one of 'prompt' or 'messages'")
     key = "prompt" if "prompt" in rest else "messages"
     value = rest.pop(key)
-    if not isinstance(value, str if key == "prompt" else list):
-        wanted = "a str" if key == "prompt" else "a list of messages"
-        raise TypeError(
-            f"{where}: {key!r} must be {wanted}, got {type(value).__name__}"
-        )
     reserved = sorted(RESULT_KEYS & rest.keys())
     if reserved:
-        raise ValueError(f"{where}: key {reserved[0]!r} is reserved for the result")
-    return BatchItem(id=item_id, input=cast("Any", value), extra=rest)
+        raise ValueError(f"field {reserved[0]!r} is reserved for the result; rename it")
+    if key == "prompt" and isinstance(value, str):
+        return BatchItem(id=item_id, input=value, extra=rest)
+    if not isinstance(value, list):
+        wanted = "a list of messages"
+        if key == "prompt":
+            wanted = "a string or a list of content blocks"
+        raise TypeError(f"{key!r} must be {wanted}, got {type(value).__name__}")
+    # Structured input is passed on as messages: a text-only backend rejects it
+    # for this item alone, spawning nothing.
+    messages = [{"role": "user", "content": value}] if key == "prompt" else value
+    return BatchItem(id=item_id, input=cast("list[LLMMessage]", messages), extra=rest)

@@ -14,12 +14,12 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from ..batch._items import RESULT_KEYS, BatchItem
+from ..batch._items import BatchItem, item_from_record
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .. import JSONValue, LLMMessage
+    from .. import JSONValue
 
 
 class Problem(NamedTuple):
@@ -76,30 +76,13 @@ def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | 
 
 
 def _item(
-    record: dict[str, object], number: int
+    record: dict[str, JSONValue], number: int
 ) -> tuple[BatchItem | None, str | None]:
-    """A JSON Lines record as an item (its id, its input, the rest as extra)."""
-    item_id = record.pop("id", number)
-    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
-        return None, f"'id' must be a string or an integer, got {item_id!r}"
-    has_prompt, has_messages = "prompt" in record, "messages" in record
-    if has_prompt == has_messages:
-        return None, "needs exactly one of 'prompt' or 'messages'"
-    value = record.pop("prompt") if has_prompt else record.pop("messages")
-    reserved = sorted(RESULT_KEYS & record.keys())
-    if reserved:
-        return None, f"field {reserved[0]!r} is reserved for the result; rename it"
-    extra = cast("dict[str, JSONValue]", record)
-    if isinstance(value, str) and has_prompt:
-        return BatchItem(id=item_id, input=value, extra=extra), None
-    if not isinstance(value, list):
-        return None, f"'{'prompt' if has_prompt else 'messages'}' has the wrong type"
-    # Structured input (content blocks or messages) is passed on as messages:
-    # the text-only boundary rejects it for this item alone, spawning nothing.
-    messages = [{"role": "user", "content": value}] if has_prompt else value
-    return BatchItem(
-        id=item_id, input=cast("list[LLMMessage]", messages), extra=extra
-    ), None
+    """A JSON Lines record as an item, or why it is not one (the library's rules)."""
+    try:
+        return item_from_record(record, number), None
+    except (TypeError, ValueError) as exc:
+        return None, str(exc)
 
 
 def scan(path: str, name: str | None = None) -> Scan:

@@ -35,7 +35,8 @@ def test_each_malformed_record_says_what_is_wrong() -> None:
         '{"id": 1}': "needs exactly one of 'prompt' or 'messages'",
         '{"prompt": "p", "messages": []}': "needs exactly one of",
         '{"prompt": "p", "success": 1}': "field 'success' is reserved",
-        '{"messages": "text"}': "'messages' has the wrong type",
+        '{"messages": "text"}': "'messages' must be a list of messages, got str",
+        '{"prompt": 3}': "'prompt' must be a string or a list of content blocks",
     }
     for line, message in cases.items():
         item, problem = parse(line, 1, jsonl=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from oma_bridge import AgentConfig, BatchItem, ProcessBackendConfig, run_batch
 from oma_bridge.batch._blocking import sync_batch
 from oma_bridge.batch._items import as_items
+from oma_bridge.cli._batch_input import parse
 
 UPPER = ProcessBackendConfig(
     command=sys.executable,
@@ -41,10 +43,16 @@ def test_a_mapping_with_messages_becomes_a_structured_item() -> None:
 @pytest.mark.parametrize(
     ("record", "kind", "message"),
     [
-        ({"id": 1.5, "prompt": "x"}, TypeError, "item 1: 'id' must be a str or an int"),
-        ({"id": "a"}, ValueError, "item 1: needs exactly one of 'prompt' or"),
-        ({"prompt": 3}, TypeError, "item 1: 'prompt' must be a str, got int"),
-        ({"prompt": "x", "output": 1}, ValueError, "key 'output' is reserved"),
+        ({"id": 1.5, "prompt": "x"}, TypeError,
+         "^run_batch item 1: 'id' must be a string or an integer, got 1.5$"),
+        ({"id": "a"}, ValueError,
+         "^run_batch item 1: needs exactly one of 'prompt' or 'messages'$"),
+        ({"prompt": 3}, TypeError, "^run_batch item 1: 'prompt' must be a string "
+         "or a list of content blocks, got int$"),
+        ({"messages": "hi"}, TypeError,
+         "^run_batch item 1: 'messages' must be a list of messages, got str$"),
+        ({"prompt": "x", "output": 1}, ValueError,
+         "^run_batch item 1: field 'output' is reserved for the result; rename it$"),
     ],
 )  # fmt: skip
 def test_a_malformed_mapping_is_named_by_position(record, kind, message) -> None:
@@ -66,7 +74,7 @@ async def test_a_wrong_item_of_a_list_is_a_plain_error_before_anything_starts(
 ) -> None:
     marker = tmp_path / "spawned"
     items = ["fine", {"id": "b", "prompt": 3}]
-    with pytest.raises(TypeError, match="item 2: 'prompt' must be a str, got int"):
+    with pytest.raises(TypeError, match="item 2: 'prompt' must be a string or a"):
         run_batch(_spawns_nothing(marker), items)
     with pytest.raises(ValueError, match="item 1: needs exactly one of 'prompt'"):
         run_batch(_spawns_nothing(marker), ({"id": "a"}, "fine"))
@@ -83,7 +91,7 @@ async def test_a_wrong_item_of_a_generator_ends_the_block_with_a_plain_error(
         yield {"id": "b", "prompt": "two", "usage": 1}
 
     seen = []
-    with pytest.raises(ValueError, match="item 2: key 'usage' is reserved") as caught:
+    with pytest.raises(ValueError, match="item 2: field 'usage' is rese") as caught:
         async with run_batch(config, items(), concurrency=1) as results:
             async for result in results:
                 seen.append(result.id)
@@ -103,7 +111,61 @@ async def test_an_on_result_failure_ends_the_block_with_a_plain_error() -> None:
 
 def test_the_blocking_engine_checks_a_list_before_anything_starts(tmp_path) -> None:
     marker = tmp_path / "spawned"
-    with pytest.raises(TypeError, match="item 2: 'id' must be a str or an int"):
+    with pytest.raises(TypeError, match="item 2: 'id' must be a string or an int"):
         sync_batch(_spawns_nothing(marker), ["fine", {"id": None, "prompt": "x"}],
                    concurrency=2)  # fmt: skip
     assert not marker.exists()
+
+
+async def test_a_list_prompt_is_one_user_turn_that_a_process_agent_refuses(
+    tmp_path,
+) -> None:
+    marker = tmp_path / "spawned"
+    blocks = [{"type": "text", "text": "hi"}]
+    (item,) = as_items([{"id": "b", "prompt": blocks, "tag": 1}])
+    assert item == BatchItem(
+        id="b", input=[{"role": "user", "content": blocks}], extra={"tag": 1}
+    )
+    items = [{"id": "b", "prompt": blocks}, {"prompt": blocks}]
+    async with run_batch(_spawns_nothing(marker), items, retries=2) as results:
+        found = {result.id: result async for result in results}
+    assert set(found) == {"b", 2}
+    for result in found.values():
+        assert (result.error_kind, result.attempts) == ("INVALID_MESSAGE", 1)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"id": 1.5, "prompt": "x"},
+        {"id": [1], "prompt": "x"},
+        {"id": "a"},
+        {"prompt": "x", "messages": []},
+        {"prompt": 3},
+        {"prompt": {"type": "text", "text": "x"}},
+        {"messages": "hi"},
+        {"prompt": "x", "output": 1},
+        {"messages": [], "prompt_": 1, "success": True, "attempts": 2},
+    ],
+)
+def test_the_cli_and_the_library_word_a_fault_alike(record) -> None:
+    item, problem = parse(json.dumps(record), 4, jsonl=True)
+    assert item is None and problem
+    with pytest.raises((TypeError, ValueError)) as caught:
+        list(as_items(["first", "second", "third", record]))
+    assert str(caught.value) == f"run_batch item 4: {problem}"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"prompt": "x", "n": 1},
+        {"id": "a", "prompt": [{"type": "text", "text": "x"}]},
+        {"id": 9, "messages": [{"role": "user", "content": "x"}], "tag": [1]},
+    ],
+)
+def test_the_cli_and_the_library_read_a_good_record_alike(record) -> None:
+    text = json.dumps(record)
+    assert parse(text, 2, jsonl=True) == (list(as_items(["first", record]))[1], None)
+    assert record == json.loads(text)  # not mutated
