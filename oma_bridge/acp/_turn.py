@@ -63,6 +63,9 @@ class AcpRun:
         self._begun = False
         self._finished = False
         self._owns_backend = False
+        # The one weak reference to this run the backend and the agent hold
+        # (while it is theirs): identity says whose it is without calling it.
+        self._ref: weakref.ref[AcpRun] | None = None
         self.closing = False
         self._system_sent_before = False  # agent.system_prompt_sent before _prompt
 
@@ -128,7 +131,7 @@ class AcpRun:
             self.closing = True
             return backend._closed_error()
         abandoned = backend._active is not None  # a dead reference
-        backend._active = weakref.ref(self)
+        backend._active = self._ref = weakref.ref(self)
         self._owns_backend = True
         self._started = time.monotonic()
         if abandoned:
@@ -197,7 +200,7 @@ class AcpRun:
             text = f"{self._request.system_prompt}\n\n{text}"
         # Usage is cumulative per session: the turn reports its increase.
         self.turn.base_used, self.turn.base_cost = agent.last_used, agent.last_cost
-        agent.run = weakref.ref(self)
+        agent.run = self._ref
         self._prompt_id = await agent.conn.send_request(
             m.SESSION_PROMPT,
             {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": text}]},
@@ -328,13 +331,13 @@ class AcpRun:
         self._finished = True
         agent = self._agent
         if agent is not None:
-            if agent.run is not None and agent.run() is self:
+            if agent.run is self._ref:
                 agent.run = None
             agent.cancelling = False
             if agent.terminals is not None:
                 agent.terminals.release_all()
         backend = self._backend
-        if self._owns_backend and backend._active_run() is self:
+        if self._owns_backend and backend._active is self._ref:
             backend._active = None
             backend._wake_queued()
 
