@@ -109,9 +109,10 @@ class OpenMultiAgent:
     async def run_tasks(self, tasks: Sequence[Task], agents: Agents) -> TasksResult:
         """Run a task graph on ``agents`` (name -> ``AgentConfig`` or ``TeamAgent``).
 
-        Independent tasks run concurrently (at most ``max_concurrency``); a task's
-        prompt holds its dependencies' outputs; retryable failures are retried
-        per task; a task whose dependency did not complete is skipped.
+        Independent tasks run concurrently (at most ``max_concurrency``; a task
+        waiting to retry holds no slot); a task's prompt holds its dependencies'
+        outputs; retryable failures are retried per task; a task whose
+        dependency did not complete is skipped.
 
         Returns:
             Every task's result, in the order given.

@@ -1,8 +1,10 @@
 """Runs a checked task graph: dependencies, bounded concurrency, retries, budget.
 
 Every task gets a coroutine in one task group; it waits for its dependencies,
-then for a slot, then runs its attempts. Nothing new starts once the budget is
-exceeded, and running attempts are cancelled by it (their trees killed).
+then for a slot, then runs its attempts. A slot is held only while an attempt
+runs: it is given back for the backoff before a retry and taken again after.
+Nothing new starts once the budget is exceeded, and running attempts are
+cancelled by it (their trees killed).
 Retries follow the batch policy (``batch._policy``): one definition of which
 failures a retry can help and of the backoff between attempts.
 """
@@ -32,6 +34,26 @@ if TYPE_CHECKING:
     from ..bridge import AgentRunResult
     from ._context import RunContext
     from ._tasks import Task, TeamAgent
+
+
+@final
+class _Slot:
+    """One task's hold on a concurrency slot, given back while it waits to retry."""
+
+    __slots__ = ("_held", "_limiter")
+
+    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
+        self._limiter = limiter
+        self._held = False
+
+    async def acquire(self) -> None:
+        await self._limiter.acquire()
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._limiter.release()
 
 
 @final
@@ -81,11 +103,15 @@ class Scheduler:
                 await self._done[dep].wait()
             reason = self._skip_reason(task)
             if reason is None:
-                async with self._limiter:
+                slot = _Slot(self._limiter)
+                await slot.acquire()
+                try:
                     reason = self._skip_reason(task)
                     if reason is None:
-                        self._results[task.id] = await self._attempts(task)
+                        self._results[task.id] = await self._attempts(task, slot)
                         return
+                finally:
+                    slot.release()
             self._results[task.id] = TaskResult(
                 task.id, task.title, "skipped", self._assigned[task.id], reason=reason
             )
@@ -106,7 +132,7 @@ class Scheduler:
             return f"the run's {self._ctx.budget.exceeded} was exceeded"
         return None
 
-    async def _attempts(self, task: Task) -> TaskResult:
+    async def _attempts(self, task: Task, slot: _Slot) -> TaskResult:
         name = self._assigned[task.id]
         started = time.monotonic()
         usage = TokenUsage()
@@ -132,7 +158,7 @@ class Scheduler:
                         str(result.error),
                     )
                 )
-                if not await self._backoff(delay):
+                if not await self._backoff(delay, slot):
                     break
             outcome = self._outcome(task, name, result, usage, attempt, started)
             span.usage(usage)
@@ -168,12 +194,16 @@ class Scheduler:
             return None
         return backoff_delay(task.retry_backoff, attempt) if task.retry_backoff else 0.0
 
-    async def _backoff(self, delay: float) -> bool:
-        """Wait before a retry; False if the budget ran out meanwhile."""
+    async def _backoff(self, delay: float, slot: _Slot) -> bool:
+        """Wait before a retry, then for a slot; False if the budget ran out
+        meanwhile (the slot may then not be held)."""
+        # The wait holds no slot, so a ready task can run in the meantime.
+        slot.release()
         with anyio.CancelScope() as scope:
             self._ctx.budget.watch(scope)
             try:
                 await anyio.sleep(delay)
+                await slot.acquire()
             finally:
                 self._ctx.budget.unwatch(scope)
         return self._ctx.budget.exceeded is None

@@ -234,6 +234,30 @@ async def test_no_more_tasks_run_at_once_than_max_concurrency():
     assert result.success and peak == 2
 
 
+async def test_a_task_waiting_to_retry_gives_its_slot_to_a_ready_task(tmp_path):
+    # Both fail once: trio may start either first, and whichever does must let
+    # the other run during its backoff, not after its retry.
+    progress = Recorder()
+    tasks = [
+        Task(
+            id=id,
+            description=f"flaky:{tmp_path / id};say:{id}",
+            retries=1,
+            retry_backoff=0.5,
+        )
+        for id in ("a", "b")
+    ]
+    oma = OpenMultiAgent(max_concurrency=1, on_progress=progress)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(tasks, {"cli": worker("cli")})
+    assert result.success
+    assert [t.attempts for t in result.tasks] == [2, 2]
+    starts = [(e.task_id, e.attempt) for e in progress.of("task_start")]
+    first = starts[0][0]
+    other = "b" if first == "a" else "a"
+    assert starts.index((other, 1)) < starts.index((first, 2)), starts
+
+
 async def test_a_dependency_output_reaches_the_prompt_bounded():
     big = PythonBackend(reply=lambda prompt: "y" * 20000)
     seen = PythonBackend()
