@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import argparse
 
     from .. import BackendConfig, Task, TeamAgent
-    from ..presets._config import OutputFormat
+    from ..backends.process import OutputFormat
 
 EXAMPLE = """\
 example file (tasks.toml):
@@ -239,7 +239,7 @@ def load(path: str) -> TaskFile:
     # TaskFile's annotations name these, imported here rather than at the top:
     # building the parser for `oma-bridge --help` must not load the library.
     from .. import Task  # noqa: F401
-    from ..presets._config import OutputFormat  # noqa: F401
+    from ..backends.process import OutputFormat  # noqa: F401
     from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:
