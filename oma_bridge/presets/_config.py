@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends._checks import command_line_hint
+
+# At run time, not only for type checking: pydantic resolves AgentEntry's
+# annotations in this module when it builds the validator.
+from ..backends.process import OutputFormat  # noqa: TC001
 from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown, user_dir
 
 if TYPE_CHECKING:
@@ -25,7 +29,6 @@ if TYPE_CHECKING:
 
     from pydantic import TypeAdapter
 
-    from ..backends.process import OutputFormat
     from ..bridge import AgentConfig
 
 __all__ = (
@@ -138,9 +141,6 @@ def _adapter() -> TypeAdapter[ConfigFile]:
     """The validator of a config file, built once (pydantic is imported here,
     only when a file is found)."""
     from pydantic import TypeAdapter
-
-    # AgentEntry's annotations name it; pydantic finds it among these locals.
-    from ..backends.process import OutputFormat  # noqa: F401
 
     return TypeAdapter(ConfigFile)
 
