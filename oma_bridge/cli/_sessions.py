@@ -124,24 +124,16 @@ class SessionStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             entries = self.entries()
             yield entries
-            self._write(folder, entries)
+            self._write(entries)
 
-    def _write(self, folder: str, entries: list[dict[str, Any]]) -> None:
+    def _write(self, entries: list[dict[str, Any]]) -> None:
         import json
-        import tempfile
+
+        from ._replace import replacing
 
         text = json.dumps({"version": _VERSION, "sessions": entries}, indent=2)
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".sessions.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(text + "\n")
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        with replacing(self.path, ".sessions.") as file:
+            file.write((text + "\n").encode("utf-8"))
 
 
 def _key(entry: dict[str, Any]) -> SessionKey:
@@ -200,7 +192,7 @@ async def _run(
     store: SessionStore,
     known: str | None,
 ) -> AgentRunResult:
-    from .. import Agent, AgentRunResult, DoneEvent, ErrorEvent, OmaBridgeError
+    from .. import Agent, AgentRunResult, OmaBridgeError
 
     async with Agent(config) as agent:
         if known is not None:
@@ -208,17 +200,12 @@ async def _run(
                 await _load(agent, key, known)
             except OmaBridgeError as exc:
                 return AgentRunResult(success=False, error=exc)
-        result: AgentRunResult | None = None
-        async with agent.stream(prompt) as events:
-            async for event in events:
-                if on_event is not None:
-                    on_event(event)
-                if isinstance(event, (DoneEvent, ErrorEvent)):
-                    result = event.result
+        # The prompt is checked as run_sync checks it, then run as run_sync runs it.
+        request = agent.admit(prompt)
+        result = await agent._run_events(request.messages, on_event)
         session_id = agent.session_id
         if session_id not in (None, known) and _can_load(agent, key):
             _record(store, key, session_id)
-    assert result is not None, "the stream ends with a terminal event"
     return result
 
 
