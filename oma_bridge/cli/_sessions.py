@@ -192,7 +192,7 @@ async def _run(
     store: SessionStore,
     known: str | None,
 ) -> AgentRunResult:
-    from .. import Agent, AgentRunResult, OmaBridgeError
+    from .. import Agent, AgentRunResult, DoneEvent, ErrorEvent, OmaBridgeError
 
     async with Agent(config) as agent:
         if known is not None:
@@ -200,12 +200,17 @@ async def _run(
                 await _load(agent, key, known)
             except OmaBridgeError as exc:
                 return AgentRunResult(success=False, error=exc)
-        # The prompt is checked as run_sync checks it, then run as run_sync runs it.
-        request = agent.admit(prompt)
-        result = await agent._run_events(request.messages, on_event)
+        result: AgentRunResult | None = None
+        async with agent.stream(prompt) as events:
+            async for event in events:
+                if on_event is not None:
+                    on_event(event)
+                if isinstance(event, (DoneEvent, ErrorEvent)):
+                    result = event.result
         session_id = agent.session_id
         if session_id not in (None, known) and _can_load(agent, key):
             _record(store, key, session_id)
+    assert result is not None, "the stream ends with a terminal event"
     return result
 
 

@@ -3,9 +3,9 @@ lines otherwise. Both take progress events and then the final result."""
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import TYPE_CHECKING, ClassVar
-
-from ._run import _usage_json, _write_json
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -33,10 +33,10 @@ class JsonLines:
         pass
 
     def on_event(self, event: ProgressEvent) -> None:
-        _write_json(event_json(event))
+        _write(event_json(event))
 
     def finish(self, result: TasksResult) -> None:
-        _write_json(result_json(result))
+        _write(result_json(result))
 
 
 def result_json(result: TasksResult) -> dict[str, object]:
@@ -45,7 +45,7 @@ def result_json(result: TasksResult) -> dict[str, object]:
         "run_id": result.run_id,
         "success": result.success,
         "budget_exceeded": result.budget_exceeded,
-        "usage": _usage_json(result.usage),
+        "usage": _usage(result.usage),
         "tasks": [
             {
                 "id": t.id,
@@ -54,13 +54,24 @@ def result_json(result: TasksResult) -> dict[str, object]:
                 "attempts": t.attempts,
                 "duration_s": round(t.duration_s, 6),
                 "output": t.output,
-                "usage": _usage_json(t.usage),
+                "usage": _usage(t.usage),
                 "error": None if t.error is None else str(t.error),
                 "reason": t.reason,
             }
             for t in result.tasks
         ],
     }
+
+
+def _usage(usage: object) -> object:
+    from dataclasses import asdict
+
+    return asdict(usage)  # type: ignore[call-overload]
+
+
+def _write(data: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 class LiveView:
