@@ -38,6 +38,14 @@ def peer(name: str, *args: str, **config: Any) -> ProcessBackendConfig:
     )
 
 
+def tree_peer(
+    pidfile: Path, *, ignore_term: bool = False, **config: Any
+) -> ProcessBackendConfig:
+    """tests/peers/tree.py (optionally ignoring SIGTERM), quick to escalate."""
+    extra = ("--ignore-term",) if ignore_term else ()
+    return peer("tree.py", str(pidfile), *extra, input="none", kill_grace=0.2, **config)
+
+
 def make_agent(backend: Any, **config: Any) -> Agent:
     return Agent(AgentConfig(name="test-agent", backend=backend, **config))
 

@@ -18,9 +18,8 @@ from oma_bridge import (
     TextEvent,
 )
 from oma_bridge.backends.process import ProcessBackend
-from tests.conftest import SUBREAPER
 
-from ._support import Tree, peer, watch_tree
+from ._support import IGNORE_TERM, READY, Tree, assert_escalated, tree_peer, watch_tree
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,21 +28,9 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
 
-READY = TextEvent("ready\n")
-IGNORE_TERM = pytest.mark.parametrize(
-    "ignore_term", [False, True], ids=["polite", "ignores-sigterm"]
-)
-
 
 def request(prompt: str) -> RunRequest:
     return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
-
-
-def tree_backend(pidfile: Path, ignore_term: bool, **config: object) -> ProcessBackend:
-    extra = ("--ignore-term",) if ignore_term else ()
-    return ProcessBackend(
-        peer("tree.py", str(pidfile), *extra, input="none", kill_grace=0.2, **config)
-    )
 
 
 class _Stop(Exception):
@@ -64,14 +51,14 @@ def test_breaking_out_mid_stream_kills_and_reaps_the_tree(
             trees.append(watch_tree(pidfile))
             raise _Stop
 
+    backend = ProcessBackend(tree_peer(pidfile, ignore_term=ignore_term))
     with pytest.raises(_Stop):
-        tree_backend(pidfile, ignore_term).run_blocking(request("x"), on_event)
+        backend.run_blocking(request("x"), on_event)
     [tree] = trees
     try:
         assert seen == [READY]
         tree.assert_gone_blocking()
-        if ignore_term and SUBREAPER:
-            assert tree.collect_grandchild_signal() == signal.SIGKILL
+        assert_escalated(tree, ignore_term)
     finally:
         tree.close()
 
@@ -89,7 +76,8 @@ def test_a_timeout_stops_the_tree_and_fails_the_run(
         if event == READY:
             trees.append(watch_tree(pidfile))
 
-    backend = tree_backend(pidfile, ignore_term, timeout=0.5)
+    config = tree_peer(pidfile, ignore_term=ignore_term, timeout=0.5)
+    backend = ProcessBackend(config)
     result = backend.run_blocking(request("x"), on_event)
     [tree] = trees
     try:
