@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from oma_bridge import Agent, AgentConfig, ProcessBackendConfig, TextEvent
+from oma_bridge import Agent, AgentConfig, ProcessBackendConfig, RunRequest, TextEvent
 from tests.conftest import PEERS, SUBREAPER
 
 if TYPE_CHECKING:
@@ -48,6 +48,11 @@ def tree_peer(
 
 def make_agent(backend: Any, **config: Any) -> Agent:
     return Agent(AgentConfig(name="test-agent", backend=backend, **config))
+
+
+def request(prompt: str) -> RunRequest:
+    """A plain request for ``prompt``, for driving a backend directly."""
+    return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
 
 
 async def wait_for_file(path: Path) -> str:

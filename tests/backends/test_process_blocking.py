@@ -14,12 +14,19 @@ from oma_bridge import (
     DoneEvent,
     ErrorEvent,
     ProcessBackendConfig,
-    RunRequest,
     TextEvent,
 )
 from oma_bridge.backends.process import ProcessBackend
 
-from ._support import IGNORE_TERM, READY, Tree, assert_escalated, tree_peer, watch_tree
+from ._support import (
+    IGNORE_TERM,
+    READY,
+    Tree,
+    assert_escalated,
+    request,
+    tree_peer,
+    watch_tree,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,10 +34,6 @@ if TYPE_CHECKING:
     from oma_bridge import StreamEvent
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
-
-
-def request(prompt: str) -> RunRequest:
-    return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
 
 
 class _Stop(Exception):
