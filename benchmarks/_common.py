@@ -70,6 +70,15 @@ def median(samples: Sequence[float]) -> float:
     return statistics.median(samples)
 
 
+def rss_mib(pid: int | str = "self") -> float:
+    """A process's resident set size now, in MiB (NaN where /proc has none)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def percentile(samples: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile, ``fraction`` in [0, 1]."""
     ordered = sorted(samples)

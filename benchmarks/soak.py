@@ -26,6 +26,9 @@ import anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import rss_mib  # noqa: E402
 
 from oma_bridge import Agent, AgentConfig, ProcessBackendConfig  # noqa: E402
 from oma_bridge.acp import AcpBackendConfig  # noqa: E402
@@ -48,13 +51,6 @@ def children() -> int:
             if stat[stat.rindex(")") + 2 :].split()[1] == me:
                 count += 1
     return count
-
-
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def sample(phase: str, point: str, done: int) -> tuple[int, int]:

@@ -25,6 +25,9 @@ import anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import percentile, rss_mib  # noqa: E402
 
 from oma_bridge.acp._framing import NdjsonStream  # noqa: E402
 from oma_bridge.acp.connection import Connection, RequestError  # noqa: E402
@@ -38,18 +41,6 @@ class _Editor:
 
     def handle_notification(self, method: str, params: Any) -> None:
         pass
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -99,7 +90,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"RSS per open session: {per_session:.0f} KiB")
     print(
         f"turn latency s: p50 {statistics.median(latencies):.3f}, "
-        f"p95 {quantile(latencies, 0.95):.3f}, max {max(latencies):.3f}; "
+        f"p95 {percentile(latencies, 0.95):.3f}, max {max(latencies):.3f}; "
         f"{len(latencies)} turns in {wall:.1f} s"
     )
 

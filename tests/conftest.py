@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shlex
 import signal
 import sys
 import time
@@ -17,6 +18,15 @@ import pytest
 from . import leaks
 
 PEERS = Path(__file__).parent / "peers"
+PY = shlex.quote(sys.executable)
+
+
+def peer_command(name: str) -> str:
+    """The command line (for ``--process``/``--acp``) that runs peers/``name``."""
+    return f"{PY} {shlex.quote(str(PEERS.resolve() / name))}"
+
+
+ACP_PEER = peer_command("acp_agent.py")
 PR_SET_CHILD_SUBREAPER = 36
 
 

@@ -31,6 +31,12 @@ def children() -> dict[int, str]:
     return found
 
 
+def children_of(pid: int) -> list[int]:
+    """The pids of ``pid``'s direct children (its main thread's)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
 def unreaped_by_library() -> dict[int, str]:
     """Children the library started and has not reaped: pid -> state (``Z``: ended).
 

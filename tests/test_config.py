@@ -4,18 +4,18 @@ each mistake named by file, key path and what was expected."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from oma_bridge import AcpBackendConfig, ProcessBackendConfig
 from oma_bridge.presets._config import configured_agents, lookup
-from tests.fresh_python import run_python
+from tests.fresh_python import oma_bridge_cli, run_python
 
-ROOT = Path(__file__).resolve().parent.parent
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
 
 
 @pytest.fixture
@@ -193,16 +193,7 @@ def test_lookup_prefers_configured_then_presets_then_registry(work: Path) -> Non
 def cli(
     work: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=work,
-        env=env,
-    )
+    return oma_bridge_cli(*args, input=stdin, cwd=work)
 
 
 ECHO_UPPER = "import sys; print(sys.stdin.read().upper(), end='')"

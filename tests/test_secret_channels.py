@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -33,10 +33,13 @@ from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.acp._framing import preview
 
 from .acp.support import PEERS, WAIT, agent_for
+from .fresh_python import oma_bridge_cli, start_cli, stop_cli
 from .orchestration.support import PythonBackend
 from .secret_corpus import SAID, SHAPES, leaked
 
-ROOT = Path(__file__).resolve().parent.parent
+if TYPE_CHECKING:
+    from pathlib import Path
+
 FAIL = f"{sys.executable} {PEERS / 'fail.py'} 3"  # the prompt to stderr, exit 3
 
 
@@ -50,14 +53,7 @@ def raw_agent(**env: str) -> AcpBackendConfig:
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        cwd=ROOT,
-    )
+    return oma_bridge_cli(*args, input=stdin, timeout=WAIT)
 
 
 def assert_clean(*texts: str) -> None:
@@ -218,11 +214,10 @@ def test_serve_log_transcript_and_error_replies(tmp_path: Path) -> None:
         {"jsonrpc": "2.0", "id": 2, "method": "session/new",
          "params": {"cwd": str(tmp_path), "mcpServers": []}},
     ]  # fmt: skip
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "serve", "--process", FAIL,
-         "--transcript", str(transcript), "--log-file", str(log), "--verbose"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=ROOT,
+    serve = start_cli(
+        "serve", "--process", FAIL,
+        "--transcript", str(transcript), "--log-file", str(log), "--verbose",
+        stdin=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert serve.stdin is not None and serve.stdout is not None
     try:
@@ -248,8 +243,7 @@ def test_serve_log_transcript_and_error_replies(tmp_path: Path) -> None:
         serve.wait(timeout=WAIT)
         stderr = serve.stderr.read() if serve.stderr else ""
     finally:
-        serve.kill()
-        serve.wait()
+        stop_cli(serve)
         for pipe in (serve.stdin, serve.stdout, serve.stderr):
             if pipe is not None:
                 pipe.close()

@@ -79,7 +79,6 @@ class AgentProcess:
         self.init: dict[str, JSONValue] = {}  # the answer to initialize
         self.system_prompt_sent = False
         self.caps: dict[str, JSONValue] = {}  # agentCapabilities from initialize
-        self.initialized = False  # initialize was answered (caps are known)
         self.env: dict[str, str] = {}
         self.authenticated = False  # authenticate succeeded (done once at most)
         self.logging_in: str | None = None  # the method of authenticate in flight
@@ -111,6 +110,16 @@ class AgentProcess:
         self.stopped = False
         self.session_used = False  # a run has prompted the current session
         self.exit_seen = False  # the pidfd said the agent exited
+
+    @property
+    def initialized(self) -> bool:
+        """``initialize`` was answered (``caps`` are known)."""
+        return bool(self.init)  # a valid answer is never empty (protocolVersion)
+
+    @property
+    def broken(self) -> bool:
+        """No longer usable: stopped, never connected, or its connection failed."""
+        return self.stopped or self.conn is None or self.conn.error is not None
 
     # -- start -----------------------------------------------------------------
 
@@ -170,24 +179,12 @@ class AgentProcess:
         self.init = init
         caps = init.get("agentCapabilities")
         self.caps = caps if isinstance(caps, dict) else {}
-        self.initialized = True
         if not open_session:
             return
         if config.session_id is None:
             await self._open_session()
         else:
             self.loaded = await self.load(config.session_id)
-
-    async def launch(self) -> dict[str, JSONValue]:
-        """Spawn and initialize; the agent's ``agentCapabilities`` (``serve --acp``
-        opens its sessions itself, and shows the editor the whole answer, kept
-        in ``init``).
-
-        Raises:
-            OmaBridgeError: any failure; the caller stops this process.
-        """
-        await self.start(open_session=False)
-        return self.caps
 
     def _initialize_params(self) -> dict[str, JSONValue]:
         from .. import __version__

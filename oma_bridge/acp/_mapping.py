@@ -41,6 +41,7 @@ __all__ = (
     "error_reply",
     "prompt_reply",
     "prompt_text",
+    "served_capabilities",
     "session_update",
 )
 
@@ -53,6 +54,25 @@ _TEXT_ONLY = (
     "prompt[{index}] is {article} {kind} block, which it cannot forward without loss, "
     "so nothing was run. Send the prompt as text."
 )
+
+
+def served_capabilities(
+    load_session: bool, passed: dict[str, JSONValue] | None = None
+) -> dict[str, JSONValue]:
+    """The ``agentCapabilities`` ``serve`` advertises: ``passed`` (a real agent's,
+    behind ``--acp``), then what is served here; one builder, so none drift."""
+    caps: dict[str, JSONValue] = dict(passed or {})
+    caps["loadSession"] = load_session
+    caps["promptCapabilities"] = {
+        "image": "image" in PROMPT_BLOCKS,
+        "audio": "audio" in PROMPT_BLOCKS,
+        "embeddedContext": "resource" in PROMPT_BLOCKS,
+    }
+    # Only what is routed: we close sessions ourselves; list, fork and
+    # resume are not passed on.
+    caps["sessionCapabilities"] = {"close": {}}
+    caps.setdefault("mcpCapabilities", {"http": False, "sse": False})
+    return caps
 
 
 def display_name(target: object) -> str | None:

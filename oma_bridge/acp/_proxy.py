@@ -27,7 +27,7 @@ from ..bridge import OmaBridgeError, RemoteError
 from . import methods as m
 from ._auth import request_logged_in
 from ._jsonrpc import RequestError
-from ._mapping import PROMPT_BLOCKS
+from ._mapping import served_capabilities
 from ._real_agent import RealAgent
 from ._session_setup import configure_session
 
@@ -79,8 +79,9 @@ class Proxy:
         self._cwd = cwd
         self._client_caps: dict[str, JSONValue] = {}
         self._spare: RealAgent | None = None
-        #: The real agent's answer to ``initialize``.
+        #: The real agent's answer to ``initialize``, and its agentCapabilities.
         self.init: dict[str, JSONValue] = {}
+        self.agent_capabilities: dict[str, JSONValue] = {}
         #: The method the editor authenticated with: later agents use it too.
         self._auth_method = backend.auth_method
         self.tasks: TaskGroup | None = None
@@ -98,33 +99,18 @@ class Proxy:
         self._client_caps = client_caps
         if self._spare is not None:
             return
-        self._spare = await self._start(self._cwd)
-        self.init = self._spare.init
-
-    @property
-    def agent_capabilities(self) -> dict[str, JSONValue]:
-        caps = self.init.get("agentCapabilities")
-        return caps if isinstance(caps, dict) else {}
+        spare = self._spare = await self._start(self._cwd)
+        self.init, self.agent_capabilities = spare.init, spare.caps
 
     def capabilities(self) -> dict[str, JSONValue]:
         """The real agent's ``agentCapabilities``, text-only, as far as routed."""
         theirs = self.agent_capabilities
         # Only what passes through: MCP servers go to the agent as given; its
         # other capabilities (logout, providers, ...) name methods not routed.
-        caps: dict[str, JSONValue] = {
+        passed: dict[str, JSONValue] = {
             k: theirs[k] for k in ("mcpCapabilities", "_meta") if k in theirs
         }
-        caps["loadSession"] = self.loads
-        caps["promptCapabilities"] = {
-            "image": "image" in PROMPT_BLOCKS,
-            "audio": "audio" in PROMPT_BLOCKS,
-            "embeddedContext": "resource" in PROMPT_BLOCKS,
-        }
-        # Only what is routed: we close sessions ourselves; list, fork and
-        # resume are not passed on.
-        caps["sessionCapabilities"] = {"close": {}}
-        caps.setdefault("mcpCapabilities", {"http": False, "sse": False})
-        return caps
+        return served_capabilities(self.loads, passed)
 
     @property
     def loads(self) -> bool:
@@ -165,7 +151,7 @@ class Proxy:
             RequestError: the agent failed to start or refused (redacted).
         """
         agent, self._spare = self._spare, None
-        if agent is None or agent.stopped or _broken(agent) or self._moved(agent, cwd):
+        if agent is None or agent.broken or self._moved(agent, cwd):
             if agent is not None:
                 await agent.stop()
             agent = await self._start(cwd)
@@ -263,9 +249,9 @@ class Proxy:
         assert self.tasks is not None and self.notify is not None
         try:
             with anyio.fail_after(self.backend.startup_timeout):
-                await agent.launch()
+                await agent.start(open_session=False)  # sessions are opened here
                 # Read from now on: session/new's answer comes through it.
-                await self.tasks.start(agent.read, self._notify)
+                await self.tasks.start(agent.read, self.notify)
         except TimeoutError:
             await agent.stop()
             raise RequestError(
@@ -282,10 +268,6 @@ class Proxy:
                 await agent.stop()
             raise
         return agent
-
-    async def _notify(self, params: dict[str, JSONValue]) -> None:
-        assert self.notify is not None
-        await self.notify(params)
 
     def _config(self, cwd: str, holder: list[RealAgent]) -> AcpBackendConfig:
         """The real agent's config: the editor's capabilities, our policy first."""
@@ -353,10 +335,6 @@ def editor_session_id(agent_id: str, taken: Container[str]) -> str:
     if agent_id and agent_id not in taken:
         return agent_id
     return f"sess_{uuid.uuid4().hex}"
-
-
-def _broken(agent: RealAgent) -> bool:
-    return agent.conn is None or agent.conn.error is not None
 
 
 def _defer(request: PermissionRequest) -> None:

@@ -40,10 +40,10 @@ from ..bridge import (
 from . import methods as m
 from ._jsonrpc import RequestError, arrival
 from ._mapping import (
-    PROMPT_BLOCKS,
     display_name,
     prompt_reply,
     prompt_text,
+    served_capabilities,
     session_update,
 )
 from ._proxy import Proxy, editor_session_id
@@ -202,16 +202,7 @@ class Server:
         (behind ``--acp``: what the real agent has, as far as that goes)."""
         if self.proxy is not None:
             return self.proxy.capabilities()
-        return {
-            "loadSession": self.router.serves(m.SESSION_LOAD),
-            "promptCapabilities": {
-                "image": "image" in PROMPT_BLOCKS,
-                "audio": "audio" in PROMPT_BLOCKS,
-                "embeddedContext": "resource" in PROMPT_BLOCKS,
-            },
-            "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {"close": {}},
-        }
+        return served_capabilities(self.router.serves(m.SESSION_LOAD))
 
     async def _authenticate(self, params: Params) -> JSONValue:
         if self.proxy is None:
@@ -233,8 +224,7 @@ class Server:
         real, result = await self.proxy.open(cwd, servers)
         session_id = editor_session_id(real.session_id, self._sessions)
         session = Session(session_id, cwd, servers, proxied=True)
-        session.real, real.editor_session = real, session_id
-        session.agent_session = real.session_id
+        session.attach(real, real.session_id)
         self._add(session)
         answer = {**result, "sessionId": session_id}
         # The answer first: the updates the agent sent after it (its commands)
@@ -260,12 +250,10 @@ class Server:
             if session is not None:
                 agent_session = session.agent_session
                 async with session.lock:
-                    with anyio.CancelScope(shield=True):
-                        await session.close_agent()
+                    await session.close_agent()
             real, result = await self.proxy.open(cwd, servers, load=agent_session)
-            real.editor_session = session_id
             session = Session(session_id, cwd, servers, proxied=True)
-            session.real, session.agent_session = real, agent_session
+            session.attach(real, agent_session)
             self._add(session)
             return {k: v for k, v in result.items() if k != "sessionId"}
         if session is None or session.proxied:
@@ -275,8 +263,7 @@ class Server:
                 "process that opened them, until it exits.",
             )
         async with session.lock:
-            with anyio.CancelScope(shield=True):
-                await session.close_agent()  # the next prompt opens it in cwd
+            await session.close_agent()  # the next prompt opens it in cwd
             session.cwd, session.servers = cwd, servers
             for update in replay(session.history):
                 await self._notify_update({"sessionId": session_id, "update": update})
@@ -291,8 +278,7 @@ class Server:
         if session.timer is not None:
             session.timer.cancel()
         async with session.lock:
-            with anyio.CancelScope(shield=True):
-                await session.close_agent()
+            await session.close_agent()
         return {}
 
     def _add(self, session: Session) -> None:
@@ -414,7 +400,7 @@ class Server:
     async def _open_real(self, session: Session) -> RealAgent:
         """The session's real agent; re-opened when it was stopped (idle)."""
         real = session.real
-        if real is not None and not real.stopped and real.conn and not real.conn.error:
+        if real is not None and not real.broken:
             return real
         assert self.proxy is not None
         await session.close_agent()
@@ -424,12 +410,11 @@ class Server:
             real, _ = await self.proxy.open(
                 session.cwd, session.servers, load=session.agent_session, replay=False
             )
+            session.real = real
         else:
             real, _ = await self.proxy.open(session.cwd, session.servers)
-            real.editor_session = session.id
+            session.attach(real, real.session_id)
             real.ready.set()
-            session.agent_session = real.session_id
-        session.real = real
         return real
 
     def _session_agent(self, session: Session) -> AgentConfig:

@@ -115,22 +115,28 @@ class Session:
                 if self.timer is not scope:
                     return  # a turn ran meanwhile, and re-armed the timer
                 self.timer = None
-                with anyio.CancelScope(shield=True):
-                    if self.agent is not None or self.real is not None:
-                        logger.info("session %s idle: its agent stops", self.id)
-                    await self.close_agent()
+                if self.agent is not None or self.real is not None:
+                    logger.info("session %s idle: its agent stops", self.id)
+                await self.close_agent()
+
+    def attach(self, real: RealAgent, agent_session: str) -> None:
+        """Make ``real`` this session's agent; ``agent_session`` is its own id."""
+        self.real, self.agent_session = real, agent_session
+        real.editor_session = self.id
 
     async def close_agent(self) -> None:
-        """Stop the session's agent, if open (bounded; the caller shields it)."""
+        """Stop the session's agent, if open (bounded, and shielded: a cancelled
+        caller still stops it; hold ``lock`` to wait for the turn in flight)."""
         agent, self.agent = self.agent, None
         real, self.real = self.real, None
-        try:
-            if agent is not None:
-                await agent.aclose()
-            if real is not None:
-                await real.stop()
-        except Exception:
-            logger.exception("stopping the agent of session %s failed", self.id)
+        with anyio.CancelScope(shield=True):
+            try:
+                if agent is not None:
+                    await agent.aclose()
+                if real is not None:
+                    await real.stop()
+            except Exception:
+                logger.exception("stopping the agent of session %s failed", self.id)
 
 
 def replay(history: list[tuple[Literal["user", "agent"], str]]) -> list[JSONValue]:

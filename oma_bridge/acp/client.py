@@ -212,7 +212,7 @@ class AcpBackend:
 
     async def _agent_for_run(self, *, open_session: bool = True) -> AgentProcess:
         agent = self._agent
-        if agent is not None and (agent.stopped or (agent.conn and agent.conn.error)):
+        if agent is not None and agent.broken:
             await self._drop_agent()
             agent = None
         if agent is None:

@@ -25,6 +25,7 @@ import os
 import select
 import selectors
 import time
+from collections import deque
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -169,7 +170,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
     ) -> None:
         self._fd = fd
         # Read by drain_until_writable, not yet returned by receive().
-        self._ahead: list[bytes] = []
+        self._ahead: deque[bytes] = deque()  # chunks of at most _READ_SIZE
         self._ahead_size = 0
         self._ahead_limit = ahead_limit
         self._ahead_eof = False
@@ -229,12 +230,13 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 await self._wait(self._sel.fileno())
 
     def _take_ahead(self, max_bytes: int) -> bytes:
-        data = b"".join(self._ahead)
-        self._ahead.clear()
+        # Chunk by chunk: joining the whole read-ahead (up to ahead_limit) for
+        # every receive would copy it over and over.
+        data = self._ahead.popleft()
         if len(data) > max_bytes:
-            self._ahead.append(data[max_bytes:])
+            self._ahead.appendleft(data[max_bytes:])
             data = data[:max_bytes]
-        self._ahead_size = len(self._ahead[0]) if self._ahead else 0
+        self._ahead_size -= len(data)
         return data
 
     def _read_ahead(self) -> bool:

@@ -63,6 +63,7 @@ __all__ = (
     "resolve_executable",
     "stop_children",
     "stop_children_blocking",
+    "wait_exits_blocking",
 )
 
 _LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
@@ -405,14 +406,24 @@ def stop_children_blocking(
         left = deadline - time.monotonic()
         if not running or left <= 0:
             break
-        if all(child.pidfd >= 0 for child in running):
-            poller = select.poll()
-            for child in running:
-                poller.register(child.pidfd, select.POLLIN)
-            poller.poll(math.ceil(left * 1000))
-        else:  # no pidfd (not Linux): poll for the exits now and then
-            time.sleep(min(left, 0.01))
+        wait_exits_blocking(running, left)
     end_stop(children, close=close)
+
+
+def wait_exits_blocking(
+    children: Sequence[Child], timeout: float, *, tick: float = 0.01
+) -> None:
+    """Block up to ``timeout`` seconds for one of ``children`` to exit: ``poll``
+    on their pidfds (not ``select``: descriptors may exceed 1024), or, where
+    one has none (not Linux), ``tick`` seconds at the most before looking again."""
+    timeout = max(timeout, 0)
+    if all(child.pidfd >= 0 for child in children):
+        poller = select.poll()
+        for child in children:
+            poller.register(child.pidfd, select.POLLIN)
+        poller.poll(math.ceil(timeout * 1000))
+    else:
+        time.sleep(min(timeout, tick))
 
 
 async def stop_children(

@@ -24,7 +24,6 @@ import enum
 import fcntl
 import os
 import re
-import select
 import struct
 import sys
 import termios
@@ -46,6 +45,7 @@ from ._proc import (
     end_stop,
     exit_error,
     resolve_executable,
+    wait_exits_blocking,
 )
 from ._redact import secret_values
 from ._run import prompt_text
@@ -272,12 +272,8 @@ class PtySession:
 
     def wait_exit_blocking(self, timeout: float) -> None:
         """Wait up to ``timeout`` for the leader to end (blocking driver)."""
-        child = self.child
-        assert child is not None
-        if child.pidfd >= 0:
-            select.select([child.pidfd], [], [], max(timeout, 0))
-        else:
-            time.sleep(min(max(timeout, 0), TICK))
+        assert self.child is not None
+        wait_exits_blocking((self.child,), timeout, tick=TICK)
 
     def close(self) -> None:
         """Close the terminal (the child's tree must be stopped first)."""

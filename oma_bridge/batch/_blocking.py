@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 from ..bridge import Agent, OmaBridgeError
 from ._items import as_items
 from ._policy import (
-    RUN_WIDE_LIMIT,
     Outcome,
     RetryPolicy,
     RunWideStop,
@@ -74,7 +73,6 @@ def sync_batch(
     timeout: float | None = None,
     retries: int = 0,
     backoff: float = 1.0,
-    run_wide_limit: int | None = RUN_WIDE_LIMIT,
 ) -> SyncBatch | None:
     """A ``SyncBatch`` when ``config`` can run one (a pooling backend, no
     hooks: they may be coroutines), else None: use ``run_batch``."""
@@ -92,7 +90,6 @@ def sync_batch(
         timeout=timeout,
         retries=retries,
         backoff=backoff,
-        run_wide_limit=run_wide_limit,
     )
 
 
@@ -148,7 +145,7 @@ class SyncBatch:
     ``cancel()`` (from a signal handler too) stops launching, kills the trees
     of the items in flight and reports them as cancelled; the iteration then
     ends. Leaving the iteration early (``break``, an exception) kills them
-    without a report. After ``run_wide_limit`` items in a row failed in a way
+    without a report. After ``RUN_WIDE_LIMIT`` items in a row failed in a way
     every item will (see ``_policy.RunWideStop``), no more items are launched
     and ``stop_reason`` says why. ``on_tick`` is called about every ``tick``
     seconds while the batch runs, for a progress display.
@@ -164,7 +161,6 @@ class SyncBatch:
         timeout: float | None,
         retries: int,
         backoff: float,
-        run_wide_limit: int | None = RUN_WIDE_LIMIT,
     ) -> None:
         self._agent = agent
         self._backend = backend
@@ -174,7 +170,7 @@ class SyncBatch:
         self._concurrency = concurrency
         self._timeout = timeout
         self._policy = RetryPolicy(retries, backoff)
-        self._run_wide = RunWideStop(run_wide_limit)
+        self._run_wide = RunWideStop()
         self._slots: dict[int, _Slot] = {}  # by token, in start order
         self._retry_at: list[tuple[float, int]] = []  # a heap of (when, token)
         self._tokens = 0

@@ -346,11 +346,7 @@ class Agent:
 
             profile = self.input_profile
             prompt, messages = await apply_before_run(
-                self.config.before_run,
-                messages,
-                profile,
-                self._hookless,
-                _inputs.copy_messages,
+                self.config.before_run, messages, profile, self._hookless
             )
             if profile.structured:
                 _inputs.admit_profile(messages, profile, structured=True)

@@ -6,7 +6,12 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ._inputs import admit_prompt, latest_user_text, replace_latest_user_text
+from ._inputs import (
+    admit_prompt,
+    copy_messages,
+    latest_user_text,
+    replace_latest_user_text,
+)
 from ._results import AgentRunResult
 from .errors import InvalidMessageError
 
@@ -59,7 +64,6 @@ async def apply_before_run(
     messages: list[LLMMessage],
     profile: InputProfile,
     agent: AgentConfig,
-    copy_messages: Callable[[list[LLMMessage]], list[LLMMessage]],
 ) -> tuple[str, list[LLMMessage]]:
     """Run the hook; return the effective (prompt, messages).
 

@@ -7,7 +7,6 @@ while the batch runs, so memory does not grow with the number of items.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -205,27 +204,20 @@ def _id(record: JSONValue) -> str | int | None:
 
 def _rewrite(path: str, end: int, drop: set[str | int]) -> None:
     """``path``'s first ``end`` bytes without the results of the ids in ``drop``."""
-    import tempfile
+    from ._replace import replacing
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=".oma-batch-", dir=folder)
-    try:
-        with open(path, "rb") as source, os.fdopen(fd, "wb") as target:
-            for raw in source:
-                if end <= 0:
-                    break
-                end -= len(raw)
-                whole = _record(raw)
-                if whole is None or _id(whole[0]) not in drop:
-                    target.write(raw)
-            target.flush()
-            os.fsync(target.fileno())
-        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    # The source closes before the new file is renamed over it.
+    with (
+        replacing(path, ".oma-batch-", keep_mode=True) as target,
+        open(path, "rb") as source,
+    ):
+        for raw in source:
+            if end <= 0:
+                break
+            end -= len(raw)
+            whole = _record(raw)
+            if whole is None or _id(whole[0]) not in drop:
+                target.write(raw)
 
 
 @contextmanager

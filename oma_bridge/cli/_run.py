@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,6 @@ from ._agent_options import (
 from ._main import (
     EXIT_CODES,
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_TIMEOUT,
@@ -33,6 +31,7 @@ from ._signals import Termination
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
 
     from .. import (
         AgentRunResult,
@@ -90,7 +89,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_command(args: argparse.Namespace) -> int:
     if (args.prompt is None) == (args.prompt_file is None):
         args.parser.error("give the prompt as PROMPT or as --prompt-file PATH (one)")
-    source = args.prompt_file if args.prompt_file is not None else None
+    source = args.prompt_file
     from_stdin = args.prompt == "-" or source == "-"
     try:
         config = agent_config(args, interactive=not from_stdin)
@@ -118,12 +117,7 @@ def run_command(args: argparse.Namespace) -> int:
                 except SessionFileError as exc:  # nothing was started
                     return fail(str(exc))
     except KeyboardInterrupt:
-        if termination.signum is None:
-            return fail("interrupted; the agent was stopped", EXIT_INTERRUPTED)
-        name = signal.Signals(termination.signum).name
-        return fail(
-            f"stopped by {name}; the agent was stopped", 128 + termination.signum
-        )
+        return termination.report("the agent was")
     except OmaBridgeError as exc:  # nothing was started
         return fail(str(exc))
     if args.format == "json":
@@ -214,7 +208,7 @@ def _show_jsonl(event: StreamEvent) -> None:
     _write_json(record)
 
 
-def _write_json(record: dict[str, JSONValue]) -> None:
+def _write_json(record: Mapping[str, object]) -> None:
     import json
 
     # default=str: a value an agent sent that JSON cannot hold stays visible.
@@ -223,11 +217,9 @@ def _write_json(record: dict[str, JSONValue]) -> None:
 
 
 def _usage_json(usage: TokenUsage) -> dict[str, JSONValue]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cost": usage.cost,
-    }
+    from dataclasses import asdict
+
+    return asdict(usage)
 
 
 def _result_json(result: AgentRunResult) -> dict[str, JSONValue]:

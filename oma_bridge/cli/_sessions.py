@@ -124,24 +124,16 @@ class SessionStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             entries = self.entries()
             yield entries
-            self._write(folder, entries)
+            self._write(entries)
 
-    def _write(self, folder: str, entries: list[dict[str, Any]]) -> None:
+    def _write(self, entries: list[dict[str, Any]]) -> None:
         import json
-        import tempfile
+
+        from ._replace import replacing
 
         text = json.dumps({"version": _VERSION, "sessions": entries}, indent=2)
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".sessions.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(text + "\n")
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        with replacing(self.path, ".sessions.") as file:
+            file.write((text + "\n").encode("utf-8"))
 
 
 def _key(entry: dict[str, Any]) -> SessionKey:

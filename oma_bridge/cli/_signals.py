@@ -12,6 +12,8 @@ import signal
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
+from ._main import EXIT_INTERRUPTED, fail
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from types import FrameType
@@ -53,6 +55,14 @@ class Termination:
         the previous handlers. A signal the caller ignores (``nohup``) stays
         ignored."""
         return handled(not_ignored(FORWARDED), self._handle)
+
+    def report(self, what: str) -> int:
+        """After the ``KeyboardInterrupt`` that stopped ``what`` ("the agent
+        was"): its one line on stderr, and the exit status (128 + a signal's)."""
+        if self.signum is None:
+            return fail(f"interrupted; {what} stopped", EXIT_INTERRUPTED)
+        name = signal.Signals(self.signum).name
+        return fail(f"stopped by {name}; {what} stopped", 128 + self.signum)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:

@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._main import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
     EXIT_OK,
     HelpFormatter,
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
     import argparse
 
     from .. import BackendConfig, Task, TeamAgent
-    from ..presets._config import OutputFormat
+    from ..backends.process import OutputFormat
 
 EXAMPLE = """\
 example file (tasks.toml):
@@ -171,12 +169,7 @@ def tasks_command(args: argparse.Namespace) -> int:
         with termination.forwarded(), view:
             result = anyio.run(oma.run_tasks, spec.tasks, agents)
     except KeyboardInterrupt:
-        if termination.signum is None:
-            return fail("interrupted; the agents were stopped", EXIT_INTERRUPTED)
-        name = signal.Signals(termination.signum).name
-        return fail(
-            f"stopped by {name}; the agents were stopped", 128 + termination.signum
-        )
+        return termination.report("the agents were")
     except OmaBridgeError as exc:  # refused at the start: nothing ran
         return fail(f"{args.file}: {exc}")
     view.finish(result)
@@ -239,7 +232,7 @@ def load(path: str) -> TaskFile:
     # TaskFile's annotations name these, imported here rather than at the top:
     # building the parser for `oma-bridge --help` must not load the library.
     from .. import Task  # noqa: F401
-    from ..presets._config import OutputFormat  # noqa: F401
+    from ..backends.process import OutputFormat  # noqa: F401
     from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:

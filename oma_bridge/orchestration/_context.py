@@ -105,9 +105,10 @@ async def call_agent(
     if isinstance(input, str):
         payload, sample_input = {"prompt": input}, input
     else:
-        # Two more private copies: one for progress, one for evaluation.
-        payload = {"messages": agent.admit(input).messages}  # type: ignore[dict-item]
+        # One private copy serves both: progress handlers and scorers are each
+        # given a deep copy, so nothing changes this one.
         sample_input = agent.admit(input).messages
+        payload = {"messages": sample_input}  # type: ignore[dict-item]
     await ctx.emit(AgentStartEvent(ctx.run_id, name, payload, task_id, attempt))
     started = time.monotonic()
     with ctx.tracing.span(

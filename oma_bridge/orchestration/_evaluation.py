@@ -30,6 +30,7 @@ import anyio
 from anyio import AsyncContextManagerMixin
 
 from ..bridge.messages import JSONValue
+from ._tasks import _cut
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Mapping
@@ -235,10 +236,7 @@ class Evaluation(AsyncContextManagerMixin):
             from ..backends._redact import redact
 
             text = redact(text)
-        if len(text) > self._max_chars:
-            dropped = len(text) - self._max_chars
-            text = text[: self._max_chars] + f"[... {dropped} characters dropped]"
-        return text
+        return _cut(text, self._max_chars, sep="")
 
 
 async def _call(scorer: Scorer, sample: EvaluationSample) -> JSONValue:

@@ -68,14 +68,13 @@ class Scheduler:
         assigned: Mapping[str, str],
         *,
         max_concurrency: int,
-        memory: SharedMemory | None = None,
     ) -> None:
         self._ctx = ctx
         self._tasks = tasks
         self._team = team
         self._assigned = assigned
         self._limiter = anyio.CapacityLimiter(max_concurrency)
-        self._memory = memory or SharedMemory()
+        self._memory = SharedMemory()
         self._done = {task.id: anyio.Event() for task in tasks}
         self._results: dict[str, TaskResult] = {}
 

@@ -273,7 +273,8 @@ class SharedMemory:
         return "\n\n".join(parts)
 
 
-def _cut(text: str, limit: int) -> str:
+def _cut(text: str, limit: int, sep: str = "\n") -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how many went."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n[... {len(text) - limit} characters dropped]"
+    return text[:limit] + f"{sep}[... {len(text) - limit} characters dropped]"

@@ -13,16 +13,21 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends._checks import command_line_hint
-from ..backends.process import OUTPUT_FORMATS
-from ..backends.process import OutputFormat as OutputFormat  # for cli/_tasks.py
-from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown
+
+# At run time, not only for type checking: pydantic resolves AgentEntry's
+# annotations in this module when it builds the validator.
+from ..backends.process import OutputFormat  # noqa: TC001
+from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown, user_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
+
+    from pydantic import TypeAdapter
 
     from ..bridge import AgentConfig
 
@@ -102,13 +107,6 @@ class NamedAgent:
         )
 
 
-def _user_config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(
-        os.path.expanduser("~"), ".config"
-    )
-    return Path(base) / "oma-bridge"
-
-
 def config_files(cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
     """The config files that exist, nearest first, each with the keys above
     its agents table (``("tool", "oma-bridge")`` in pyproject.toml)."""
@@ -116,7 +114,7 @@ def config_files(cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
     candidates = [
         (here / "oma-bridge.toml", ()),
         (here / "pyproject.toml", ("tool", "oma-bridge")),
-        (_user_config_dir() / "oma-bridge.toml", ()),
+        (user_dir("XDG_CONFIG_HOME", ".config") / "oma-bridge.toml", ()),
     ]
     return [(path, prefix) for path, prefix in candidates if path.is_file()]
 
@@ -138,10 +136,19 @@ def _read(path: Path, prefix: tuple[str, ...]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else {"": data}
 
 
+@cache
+def _adapter() -> TypeAdapter[ConfigFile]:
+    """The validator of a config file, built once (pydantic is imported here,
+    only when a file is found)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(ConfigFile)
+
+
 def _parse(path: Path, prefix: tuple[str, ...], data: dict[str, Any]) -> ConfigFile:
     import json
 
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     from ._errors import describe
 
@@ -149,7 +156,7 @@ def _parse(path: Path, prefix: tuple[str, ...], data: dict[str, Any]) -> ConfigF
     try:
         # Through JSON: TOML arrays are lists, and strict JSON mode takes a list
         # for a tuple while refusing "5" for a number (TOML dates become text).
-        return TypeAdapter(ConfigFile).validate_json(json.dumps(data, default=str))
+        return _adapter().validate_json(json.dumps(data, default=str))
     except ValidationError as exc:
         keys = entry_keys if len(exc.errors()[0]["loc"]) > 2 else ["agents"]
         raise ValueError(describe(exc, str(path), prefix, keys)) from None
@@ -256,9 +263,7 @@ def lookup(name: str, cwd: str | None = None) -> NamedAgent | Preset:
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of a config file (``oma-bridge agents --schema``)."""
-    from pydantic import TypeAdapter
-
-    result: dict[str, Any] = TypeAdapter(ConfigFile).json_schema()
+    result: dict[str, Any] = _adapter().json_schema()
     result["title"] = "oma-bridge.toml"
     # Hover text and completions for editors; kept out of the types so that
     # loading a config file never reads their source.
@@ -299,8 +304,3 @@ _DESCRIPTIONS = {
     "credentials": "NAMES of variables any one of which holds the credentials",
     "login_check": "A command that exits 0 when the CLI is logged in",
 }
-
-
-def output_formats() -> Sequence[str]:
-    """The names ``output_format`` accepts (``OUTPUT_FORMATS``)."""
-    return OUTPUT_FORMATS

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..acp import AcpBackendConfig
     from ..backends import ProcessBackendConfig
 
@@ -145,6 +147,15 @@ def unknown(name: str, known: list[str]) -> ValueError:
         f"unknown agent {name!r}; known agents: {', '.join(dict.fromkeys(known))} "
         "(`oma-bridge agents` shows them)"
     )
+
+
+def user_dir(variable: str, fallback: str) -> Path:
+    """Our folder in an XDG base directory: ``$variable``, else ``~/fallback``."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get(variable) or os.path.join(os.path.expanduser("~"), fallback)
+    return Path(base) / "oma-bridge"
 
 
 def preset(name: str, **options: object) -> ProcessBackendConfig | AcpBackendConfig:

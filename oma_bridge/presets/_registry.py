@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ._presets import REGISTRY_PREFIX, Preset
+from ._presets import REGISTRY_PREFIX, Preset, user_dir
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -138,12 +138,7 @@ def platform_key() -> str:
 
 def cache_path() -> Path:
     """Where ``--update`` keeps the downloaded registry (XDG cache directory)."""
-    from pathlib import Path
-
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache"
-    )
-    return Path(base) / "oma-bridge" / "registry.json"
+    return user_dir("XDG_CACHE_HOME", ".cache") / "registry.json"
 
 
 def parse_registry(data: object, source: str) -> Registry:

@@ -11,16 +11,17 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import pytest
 
 from oma_bridge import AgentRunResult, BackendTimeout, ErrorEvent
 
-from ._support import HANG_GUARD, READY, assert_escalated, make_agent
+from ._support import HANG_GUARD, READY, assert_escalated, make_agent, watch_tree
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from oma_bridge import Agent
+    from oma_bridge import Agent, RunRequest, StreamEvent
 
     from ._support import Tree
 
@@ -113,6 +114,65 @@ async def abandoning_a_plain_async_for_kills_the_tree(
                 tree = await trees(pidfile)
                 break
             await tree.assert_gone()
+
+
+# -- without an event loop: ``run_blocking`` -----------------------------------------
+
+
+class _Stop(Exception):
+    """Raised by an on_event callback to break out of a blocking run."""
+
+
+def breaking_out_of_a_blocking_run_kills_the_tree(
+    tree_peer: TreePeer, pidfile: Path, request: RunRequest, ignore_term: bool
+) -> list[StreamEvent]:
+    """An exception raised by ``on_event`` at the ready line ends ``run_blocking``
+    only after the tree is killed (escalating if need be) and reaped. Returns
+    the events ``on_event`` saw."""
+    seen: list[StreamEvent] = []
+    trees: list[Tree] = []
+
+    def on_event(event: StreamEvent) -> None:
+        seen.append(event)
+        assert event == READY
+        trees.append(watch_tree(pidfile))  # the tree is complete: pidfile written
+        raise _Stop
+
+    backend = tree_peer(pidfile, ignore_term=ignore_term).create_backend()
+    with pytest.raises(_Stop):
+        backend.run_blocking(request, on_event)
+    [tree] = trees
+    try:
+        tree.assert_gone_blocking()
+        assert_escalated(tree, ignore_term)
+    finally:
+        tree.close()
+    return seen
+
+
+def blocking_timeout_kills_the_tree(
+    tree_peer: TreePeer, pidfile: Path, request: RunRequest, ignore_term: bool
+) -> tuple[AgentRunResult, list[StreamEvent]]:
+    """A 0.5 s timeout fails ``run_blocking`` with ``BackendTimeout`` after
+    killing and reaping the tree. Returns the result and the events seen."""
+    events: list[StreamEvent] = []
+    trees: list[Tree] = []
+
+    def on_event(event: StreamEvent) -> None:
+        events.append(event)
+        if event == READY:
+            trees.append(watch_tree(pidfile))
+
+    config = tree_peer(pidfile, ignore_term=ignore_term, timeout=0.5)
+    result = config.create_backend().run_blocking(request, on_event)
+    [tree] = trees
+    try:
+        assert isinstance(result.error, BackendTimeout)
+        assert result.output == "ready\n"
+        tree.assert_gone_blocking()
+    finally:
+        tree.close()
+    return result, events
 
 
 async def consume(

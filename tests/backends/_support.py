@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from oma_bridge import Agent, AgentConfig, ProcessBackendConfig, TextEvent
+from oma_bridge import Agent, AgentConfig, ProcessBackendConfig, RunRequest, TextEvent
 from tests.conftest import PEERS, SUBREAPER
 
 if TYPE_CHECKING:
@@ -38,8 +38,21 @@ def peer(name: str, *args: str, **config: Any) -> ProcessBackendConfig:
     )
 
 
+def tree_peer(
+    pidfile: Path, *, ignore_term: bool = False, **config: Any
+) -> ProcessBackendConfig:
+    """tests/peers/tree.py (optionally ignoring SIGTERM), quick to escalate."""
+    extra = ("--ignore-term",) if ignore_term else ()
+    return peer("tree.py", str(pidfile), *extra, input="none", kill_grace=0.2, **config)
+
+
 def make_agent(backend: Any, **config: Any) -> Agent:
     return Agent(AgentConfig(name="test-agent", backend=backend, **config))
+
+
+def request(prompt: str) -> RunRequest:
+    """A plain request for ``prompt``, for driving a backend directly."""
+    return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
 
 
 async def wait_for_file(path: Path) -> str:

@@ -14,13 +14,12 @@ from oma_bridge import (
     DoneEvent,
     ErrorEvent,
     ProcessBackendConfig,
-    RunRequest,
     TextEvent,
 )
 from oma_bridge.backends.process import ProcessBackend
-from tests.conftest import SUBREAPER
 
-from ._support import Tree, peer, watch_tree
+from . import _lifecycle as rule
+from ._support import IGNORE_TERM, READY, request, tree_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,80 +28,35 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
 
-READY = TextEvent("ready\n")
-IGNORE_TERM = pytest.mark.parametrize(
-    "ignore_term", [False, True], ids=["polite", "ignores-sigterm"]
-)
 
-
-def request(prompt: str) -> RunRequest:
-    return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
-
-
-def tree_backend(pidfile: Path, ignore_term: bool, **config: object) -> ProcessBackend:
-    extra = ("--ignore-term",) if ignore_term else ()
-    return ProcessBackend(
-        peer("tree.py", str(pidfile), *extra, input="none", kill_grace=0.2, **config)
-    )
-
-
-class _Stop(Exception):
-    """Raised by an on_event callback to break out of a run mid-stream."""
+# -- the process tree --------------------------------------------------------------
+# The rules shared with the PTY backend are written once in _lifecycle.py; the
+# checks after them are this backend's own.
 
 
 @IGNORE_TERM
 def test_breaking_out_mid_stream_kills_and_reaps_the_tree(
     tmp_path: Path, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    seen: list[StreamEvent] = []
-    trees: list[Tree] = []
-
-    def on_event(event: StreamEvent) -> None:
-        seen.append(event)
-        if event == READY:  # the tree is complete: its pidfile is written
-            trees.append(watch_tree(pidfile))
-            raise _Stop
-
-    with pytest.raises(_Stop):
-        tree_backend(pidfile, ignore_term).run_blocking(request("x"), on_event)
-    [tree] = trees
-    try:
-        assert seen == [READY]
-        tree.assert_gone_blocking()
-        if ignore_term and SUBREAPER:
-            assert tree.collect_grandchild_signal() == signal.SIGKILL
-    finally:
-        tree.close()
+    seen = rule.breaking_out_of_a_blocking_run_kills_the_tree(
+        tree_peer, tmp_path / "pids", request("x"), ignore_term
+    )
+    assert seen == [READY]
 
 
 @IGNORE_TERM
 def test_a_timeout_stops_the_tree_and_fails_the_run(
     tmp_path: Path, ignore_term: bool
 ) -> None:
-    pidfile = tmp_path / "pids"
-    events: list[StreamEvent] = []
-    trees: list[Tree] = []
-
-    def on_event(event: StreamEvent) -> None:
-        events.append(event)
-        if event == READY:
-            trees.append(watch_tree(pidfile))
-
-    backend = tree_backend(pidfile, ignore_term, timeout=0.5)
-    result = backend.run_blocking(request("x"), on_event)
-    [tree] = trees
-    try:
-        assert isinstance(result.error, BackendTimeout)
-        assert result.error.timeout == 0.5
-        assert result.output == "ready\n"
-        stopped_by = signal.SIGKILL if ignore_term else signal.SIGTERM
-        assert result.exit_code == -stopped_by
-        assert events[0] == READY and len(events) == 2
-        assert isinstance(events[-1], ErrorEvent) and events[-1].result is result
-        tree.assert_gone_blocking()
-    finally:
-        tree.close()
+    result, events = rule.blocking_timeout_kills_the_tree(
+        tree_peer, tmp_path / "pids", request("x"), ignore_term
+    )
+    assert isinstance(result.error, BackendTimeout)
+    assert result.error.timeout == 0.5
+    stopped_by = signal.SIGKILL if ignore_term else signal.SIGTERM
+    assert result.exit_code == -stopped_by
+    assert events[0] == READY and len(events) == 2
+    assert isinstance(events[-1], ErrorEvent) and events[-1].result is result
 
 
 def test_a_large_prompt_and_its_echo_are_pumped_together() -> None:

@@ -23,7 +23,14 @@ from oma_bridge import (
 )
 
 from . import _lifecycle as rule
-from ._support import HANG_GUARD, IGNORE_TERM, is_dead, make_agent, peer
+from ._support import (
+    HANG_GUARD,
+    IGNORE_TERM,
+    is_dead,
+    make_agent,
+    peer,
+    tree_peer,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,13 +38,6 @@ if TYPE_CHECKING:
     from ._lifecycle import Trees
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
-
-
-def tree_peer(
-    pidfile: Path, *, ignore_term: bool = False, **config: object
-) -> ProcessBackendConfig:
-    extra = ("--ignore-term",) if ignore_term else ()
-    return peer("tree.py", str(pidfile), *extra, input="none", kill_grace=0.2, **config)
 
 
 # -- cancellation ------------------------------------------------------------------

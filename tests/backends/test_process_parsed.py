@@ -15,7 +15,6 @@ from oma_bridge import (
     BackendExitError,
     DoneEvent,
     ErrorEvent,
-    RunRequest,
     TextEvent,
     ThoughtEvent,
     TokenUsage,
@@ -26,7 +25,7 @@ from oma_bridge import (
 from oma_bridge.backends._pool import RunPool
 from oma_bridge.backends.process import ProcessBackend
 
-from ._support import HANG_GUARD, make_agent, peer
+from ._support import HANG_GUARD, make_agent, peer, request
 
 if TYPE_CHECKING:
     from oma_bridge import StreamEvent
@@ -148,10 +147,10 @@ def test_a_batch_pool_parses_each_run() -> None:
     backend = ProcessBackend(
         replay("goose-stream-json", output_format="goose-stream-json")
     )
-    request = RunRequest(prompt="x", messages=[], system_prompt=None, agent_name="t")
+    req = request("x")
     with RunPool(backend) as pool:
         for n in range(3):
-            assert pool.start(request, n) is None
+            assert pool.start(req, n) is None
         results = []
         while len(results) < 3:
             results += pool.wait(HANG_GUARD)

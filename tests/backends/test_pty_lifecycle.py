@@ -19,7 +19,6 @@ import pytest
 from oma_bridge import (
     AgentRunResult,
     BackendExitError,
-    BackendTimeout,
     DoneEvent,
     PtyBackendConfig,
     RunRequest,
@@ -27,14 +26,7 @@ from oma_bridge import (
 
 from . import _lifecycle as rule
 from ._pty_support import assert_reaped, pty_peer, tree_peer, wait_ended
-from ._support import (
-    HANG_GUARD,
-    IGNORE_TERM,
-    READY,
-    assert_escalated,
-    make_agent,
-    watch_tree,
-)
+from ._support import HANG_GUARD, IGNORE_TERM, assert_escalated, make_agent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,7 +34,6 @@ if TYPE_CHECKING:
     from oma_bridge import StreamEvent
 
     from ._lifecycle import Trees
-    from ._support import Tree
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tree")
 
@@ -144,44 +135,18 @@ def test_run_sync_drives_the_terminal_without_an_event_loop() -> None:
 
 
 def test_a_blocking_timeout_kills_the_tree(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    trees: list[Tree] = []
-
-    def on_event(event: StreamEvent) -> None:
-        if event == READY:
-            trees.append(watch_tree(pidfile))
-
-    backend = tree_peer(pidfile, timeout=0.5).create_backend()
-    request = RunRequest(prompt="", messages=[])
-    result = backend.run_blocking(request, on_event)
-    [tree] = trees
-    try:
-        assert isinstance(result.error, BackendTimeout)
-        assert result.output == "ready\n"
-        tree.assert_gone_blocking()
-    finally:
-        tree.close()
-
-
-class _Stop(Exception):
-    """Raised by an on_event callback to break out of a blocking run."""
+    rule.blocking_timeout_kills_the_tree(
+        tree_peer,
+        tmp_path / "pids",
+        RunRequest(prompt="", messages=[]),
+        ignore_term=False,
+    )
 
 
 def test_breaking_out_of_a_blocking_run_kills_the_tree(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    trees: list[Tree] = []
-
-    def on_event(event: StreamEvent) -> None:
-        assert event == READY
-        trees.append(watch_tree(pidfile))
-        raise _Stop
-
-    backend = tree_peer(pidfile, ignore_term=True).create_backend()
-    with pytest.raises(_Stop):
-        backend.run_blocking(RunRequest(prompt="", messages=[]), on_event)
-    [tree] = trees
-    try:
-        tree.assert_gone_blocking()
-        assert_escalated(tree, ignore_term=True)
-    finally:
-        tree.close()
+    rule.breaking_out_of_a_blocking_run_kills_the_tree(
+        tree_peer,
+        tmp_path / "pids",
+        RunRequest(prompt="", messages=[]),
+        ignore_term=True,
+    )

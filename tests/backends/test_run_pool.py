@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from oma_bridge import BackendStartError, BackendTimeout, RunRequest
+from oma_bridge import BackendStartError, BackendTimeout
 from oma_bridge.backends._pool import RunPool
 from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig
-from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state
+from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state, request
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterator
@@ -48,10 +48,6 @@ ESCAPE = (
     "os.read(r, 1)\n"
     "print(pid, flush=True)\n"
 )
-
-
-def request(prompt: str) -> RunRequest:
-    return RunRequest(prompt=prompt, messages=[], system_prompt=None, agent_name="t")
 
 
 def python(code: str, **config: object) -> ProcessBackendConfig:

@@ -5,55 +5,24 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import ACP_PEER
+from tests.fresh_python import ROOT
 from tests.leaks import children, reap_orphans
 from tests.terminal import drawn_on_a_terminal
 
-ROOT = Path(__file__).resolve().parents[2]
-LEDGER_PEER = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'ledger.py'}"
-WAIT = 30  # bound on every wait for the CLI; generous, never asserted
+from .support import LEDGER_PEER, WAIT, cli, ledger_lines, records, start_cli
 
-
-def cli(
-    *args: str, ledger: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "batch", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        cwd=ROOT,
-        env={**os.environ, "LEDGER": str(ledger)},
-    )
-
-
-def start_cli(*args: str, ledger: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "batch", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "LEDGER": str(ledger)},
-    )
-
-
-def records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def ledger_lines(ledger: Path) -> list[str]:
-    return ledger.read_text().splitlines() if ledger.exists() else []
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def wait_until(condition, what: str) -> None:
@@ -333,12 +302,9 @@ def test_acp_agents_run_on_the_event_loop_engine_with_sigint(tmp_path: Path) -> 
     # event-loop engine; it records, logs progress and stops on Ctrl-C alike.
     out, source = tmp_path / "out.jsonl", tmp_path / "in.txt"
     source.write_text("say:one\nsay:two\nhang\nhang\nsay:never\n")
-    agent = f"{shlex.quote(sys.executable)} {ROOT / 'tests' / 'peers' / 'acp_agent.py'}"
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--acp", agent,
-         "--concurrency", "2", "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "OMA_BRIDGE_PROGRESS_EVERY": "0.05"},
+    runner = start_cli(
+        str(source), "--acp", ACP_PEER, "--concurrency", "2", "-o", str(out),
+        env={"OMA_BRIDGE_PROGRESS_EVERY": "0.05"},
     )  # fmt: skip
     stderr = interrupt_when(
         runner, lambda: out.exists() and len(records(out)) == 2, "two results"
@@ -356,12 +322,10 @@ def test_progress_is_logged_as_lines_when_stderr_is_not_a_terminal(
 ) -> None:
     source = tmp_path / "in.txt"
     source.write_text("a sleep:0.3\nb sleep:0.3\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
-         LEDGER_PEER, "--concurrency", "1", "-o", str(tmp_path / "out.jsonl")],
-        capture_output=True, text=True, timeout=WAIT, cwd=ROOT,
-        env={**os.environ, "LEDGER": str(tmp_path / "ledger"),
-             "OMA_BRIDGE_PROGRESS_EVERY": "0.1"},
+    done = cli(
+        str(source), "--process", LEDGER_PEER, "--concurrency", "1",
+        "-o", str(tmp_path / "out.jsonl"),
+        ledger=tmp_path / "ledger", env={"OMA_BRIDGE_PROGRESS_EVERY": "0.1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = re.findall(r"batch: (\d)/2 done, 0 failed, (\d) running", done.stderr)
@@ -412,11 +376,7 @@ def test_a_process_batch_starts_without_an_event_loop_or_shutil(tmp_path: Path) 
 
 @pytest.mark.parametrize("columns", [60, 120])
 def test_option_help_is_wrapped_to_the_width_in_columns(columns: int) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "batch", "--help"],
-        capture_output=True, text=True, timeout=WAIT, cwd=ROOT, check=False,
-        env={**os.environ, "COLUMNS": str(columns)},
-    )  # fmt: skip
+    done = cli("--help", env={"COLUMNS": str(columns)})
     assert done.returncode == 0, done.stderr
     section = done.stdout.split("batch options:\n", 1)[1].split("\n\n", 1)[0]
     widest = max(map(len, section.splitlines()))

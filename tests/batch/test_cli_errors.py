@@ -8,29 +8,20 @@ import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PY = shlex.quote(sys.executable)
-ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
+from tests.conftest import ACP_PEER
+from tests.fresh_python import oma_bridge_cli, python_env
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def batch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "batch", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=cwd,
-        # Run from elsewhere, the package must still be this checkout.
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *_path()])},
-    )
-
-
-def _path() -> list[str]:
-    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # Run from elsewhere, the package must still be this checkout (PYTHONPATH).
+    return oma_bridge_cli("batch", *args, cwd=cwd, timeout=30)
 
 
 def _one_line(done: subprocess.CompletedProcess[str], needle: str) -> None:
@@ -105,7 +96,7 @@ def test_closed_stdout_stops_the_batch_quietly(workdir: Path, agent: list[str]) 
         text=True,
         timeout=60,
         cwd=workdir,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *_path()])},
+        env=python_env(),
     )
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr and "Error" not in done.stderr

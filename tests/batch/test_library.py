@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -16,10 +16,13 @@ from oma_bridge import (
     run_batch,
 )
 from tests.acp.support import fake_agent, methods
+from tests.conftest import PEERS
 from tests.leaks import children
 
-PEERS = Path(__file__).resolve().parents[1] / "peers"
-WAIT = 30
+from .support import WAIT, ledger_lines
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def ledger_agent(ledger: Path, **options: object) -> AgentConfig:
@@ -33,10 +36,6 @@ def ledger_agent(ledger: Path, **options: object) -> AgentConfig:
             **options,  # type: ignore[arg-type]
         ),
     )
-
-
-def ledger_lines(ledger: Path) -> list[str]:
-    return ledger.read_text().splitlines() if ledger.exists() else []
 
 
 async def test_every_item_gets_one_result(tmp_path: Path) -> None:

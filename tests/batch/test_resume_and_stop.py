@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -28,30 +26,16 @@ from oma_bridge import (
 from oma_bridge.batch._blocking import sync_batch
 from oma_bridge.batch._policy import RUN_WIDE_LIMIT, Outcome, RunWideStop
 from oma_bridge.cli._batch_input import recorded, scan
+from tests.conftest import ACP_PEER, PEERS
 
-ROOT = Path(__file__).resolve().parents[2]
-PEERS = ROOT / "tests" / "peers"
-LEDGER_PEER = f"{shlex.quote(sys.executable)} {PEERS / 'ledger.py'}"
-WAIT = 30
+from .support import LEDGER_PEER, WAIT, cli, ledger_lines, records
 
-
-def cli(*args: str, ledger: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "batch", *args],
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        cwd=ROOT,
-        env={**os.environ, "LEDGER": str(ledger)},
-    )
-
-
-def records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def runs(ledger: Path) -> Counter[str]:
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    lines = ledger_lines(ledger)
     return Counter(line.split()[0] for line in lines if line.strip())
 
 
@@ -214,7 +198,7 @@ def test_an_acp_agent_requiring_login_stops_the_batch(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"
     source.write_text("".join(f"item{i}\n" for i in range(20)))
-    peer = f"{shlex.quote(sys.executable)} {PEERS / 'acp_agent.py'} --auth"
+    peer = f"{ACP_PEER} --auth"
     done = cli(
         str(source), "--acp", peer, "-o", str(out), "--concurrency", "1",
         ledger=tmp_path / "ledger",

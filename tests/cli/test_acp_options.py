@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PY = shlex.quote(sys.executable)
-ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
+from tests.conftest import ACP_PEER
+from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
+
 HTTP_SERVER = {
     "type": "http",
     "name": "docs",
@@ -24,14 +25,7 @@ HTTP_SERVER = {
 
 
 def cli(*args: str, log: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=ROOT,
-        env={**os.environ, "ACP_LOG": str(log)},
-    )
+    return oma_bridge_cli(*args, timeout=30, env={**os.environ, "ACP_LOG": str(log)})
 
 
 def received(log: Path, method: str) -> list[dict]:
@@ -142,14 +136,11 @@ def test_misused_options_are_one_line_usage_errors(
 def test_batch_passes_the_options_to_every_session(tmp_path: Path) -> None:
     log, source = tmp_path / "acp.log", tmp_path / "in.txt"
     source.write_text("say:a\nsay:b\n")
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "oma_bridge", "batch", str(source),
-            "--acp", f"{ACP_PEER} --modes", "--mode", "code", "--concurrency", "1",
-            "--mcp-server", "files=server",
-        ],
-        capture_output=True, text=True, timeout=30, cwd=ROOT,
-        env={**os.environ, "ACP_LOG": str(log)},
+    done = cli(
+        "batch", str(source),
+        "--acp", f"{ACP_PEER} --modes", "--mode", "code", "--concurrency", "1",
+        "--mcp-server", "files=server",
+        log=log,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     sessions = received(log, "session/new")

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    import subprocess
+
 CREDENTIALS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY")
 
 
@@ -32,15 +35,9 @@ def agents(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / "config"),
         XDG_CACHE_HOME=str(home / "cache"),
-        PYTHONPATH=str(ROOT),
     )
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "agents", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=home / "work",
-        env={**base, **(env or {})},
+    return oma_bridge_cli(
+        "agents", *args, cwd=home / "work", env={**base, **(env or {})}
     )
 
 
@@ -259,15 +256,12 @@ def test_running_an_agent_that_is_not_installed_says_what_to_install(
     home: Path, name: str, argv: list[str]
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
-    env.update(PATH=str(home / "bin"), HOME=str(home), PYTHONPATH=str(ROOT))
+    env.update(PATH=str(home / "bin"), HOME=str(home))
     env.update(XDG_CONFIG_HOME=str(home / "config"))
     env.update(XDG_CACHE_HOME=str(home / "cache"))
-    done = subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *argv],
+    done = oma_bridge_cli(
+        *argv,
         input="hi\n",  # the batch's one item
-        capture_output=True,
-        text=True,
-        timeout=60,
         cwd=home / "work",
         env=env,
     )

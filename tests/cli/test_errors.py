@@ -6,29 +6,21 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import leaks
+from tests.conftest import ACP_PEER, PY
+from tests.fresh_python import ROOT, oma_bridge_cli, start_cli, stop_cli
 
-ROOT = Path(__file__).resolve().parents[2]
-PY = shlex.quote(sys.executable)
-ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
 # An agent that prints lines until it is stopped.
 ENDLESS = f"{PY} -c " + shlex.quote("while True: print('line', flush=True)")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=ROOT,
-    )
+    return oma_bridge_cli(*args, timeout=30)
 
 
 @pytest.mark.parametrize(
@@ -36,31 +28,18 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 )
 def test_closed_stdout_stops_the_agent_and_exits_141_quietly(agent: list[str]) -> None:
     prompt = "chunks:1000000" if agent[0] == "--acp" else "x"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "run", *agent, prompt],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    proc = start_cli("run", *agent, prompt, text=True)
     try:
         assert proc.stdout is not None
         assert proc.stdout.read(10)  # the agent is running and printing
-        agent_pids = _children(proc.pid)
+        agent_pids = leaks.children_of(proc.pid)
         proc.stdout.close()  # as `head` does once it has its line
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_cli(proc)
     assert (proc.returncode, err) == (141, "")
     assert len(agent_pids) == 1
     assert leaks.wait_any_ended(agent_pids, 5), "the agent survived"
-
-
-def _children(pid: int) -> list[int]:
-    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
 
 
 def test_head_in_a_shell_pipeline_prints_no_traceback() -> None:
@@ -102,14 +81,7 @@ _READ = {"x86_64": 0, "aarch64": 63}.get(os.uname().machine)
 
 @pytest.mark.skipif(_READ is None, reason="read's syscall number is not known here")
 def test_ctrl_c_while_reading_the_prompt_is_one_line() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "run", "--process", "cat", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    proc = start_cli("run", "--process", "cat", "-", stdin=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 20
         while not _blocked_reading_stdin(proc.pid):
@@ -118,7 +90,5 @@ def test_ctrl_c_while_reading_the_prompt_is_one_line() -> None:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_cli(proc)
     assert (proc.returncode, out, err) == (130, "", "oma-bridge: interrupted\n")

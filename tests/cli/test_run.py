@@ -14,22 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests import leaks
-
-ROOT = Path(__file__).resolve().parents[2]
-PY = shlex.quote(sys.executable)
+from tests.conftest import ACP_PEER, PY
+from tests.fresh_python import ROOT, oma_bridge_cli, start_cli, stop_cli
 
 
 def cli(
     *args: str, stdin: str | None = None, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return oma_bridge_cli(*args, input=stdin, timeout=timeout)
 
 
 def test_streams_the_reply_and_exits_zero() -> None:
@@ -175,23 +167,8 @@ def test_ctrl_c_kills_the_agent_tree_and_exits_130(tmp_path: Path) -> None:
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{g.pid}}');"
         "print('ready', flush=True); time.sleep(300)"
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "oma_bridge",
-            "run",
-            "--process",
-            f"{PY} -c {shlex.quote(script)}",
-            "--input",
-            "none",
-            "x",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    agent = f"{PY} -c {shlex.quote(script)}"
+    proc = start_cli("run", "--process", agent, "--input", "none", "x", text=True)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"
@@ -199,9 +176,7 @@ def test_ctrl_c_kills_the_agent_tree_and_exits_130(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_cli(proc)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert len(agent_pids) == 2  # the agent and its grandchild
@@ -227,9 +202,6 @@ def test_module_and_console_script_are_the_same_program() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("oma-bridge ")
-
-
-ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
 
 
 def test_acp_agent_streams_text_and_shows_activity_on_stderr() -> None:
@@ -325,12 +297,8 @@ def test_on_a_terminal_the_user_is_asked_per_request(
 
     # stdin and stderr are a real terminal; stdout stays a pipe we can read.
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "run", "--acp", ACP_PEER, "perm:edit"],
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=follower,
-        cwd=ROOT,
+    proc = start_cli(
+        "run", "--acp", ACP_PEER, "perm:edit", stdin=follower, stderr=follower
     )
     os.close(follower)
     try:
@@ -344,9 +312,7 @@ def test_on_a_terminal_the_user_is_asked_per_request(
         os.write(leader, answer.encode() + b"\n")
         out, _ = proc.communicate(timeout=20)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_cli(proc)
         os.close(leader)
     assert proc.returncode == 0
     reply = json.loads(out)
@@ -395,15 +361,11 @@ def test_a_named_agents_format_applies_unless_the_option_is_given(
         'output_format = "codex-json"\n'
     )
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, (str(ROOT), env.get("PYTHONPATH")))
-    )
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "oma_bridge", "run", "--agent", "rec", *args, "x"],
-            capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env,
-        )  # fmt: skip
+        return oma_bridge_cli(
+            "run", "--agent", "rec", *args, "x", cwd=tmp_path, env=env, timeout=30
+        )
 
     parsed = run()
     assert parsed.returncode == 0, parsed.stderr

@@ -4,26 +4,21 @@ command's own usage."""
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PY = shlex.quote(sys.executable)
-ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
+from tests.conftest import ACP_PEER
+from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        input=None if stdin is None else stdin.encode(),
-        capture_output=True,
-        timeout=30,
-        cwd=ROOT,
-    )
+    data = None if stdin is None else stdin.encode()
+    return oma_bridge_cli(*args, input=data, timeout=30, text=False)
 
 
 def lines(done: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PEERS = ROOT / "tests" / "peers"
-PY = shlex.quote(sys.executable)
-SESSION_AGENT = f"{PY} {shlex.quote(str(PEERS / 'acp_sdk_session_agent.py'))}"
-LOGIN_AGENT = f"{PY} {shlex.quote(str(PEERS / 'acp_login_agent.py'))}"
+from tests.conftest import peer_command
+from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SESSION_AGENT = peer_command("acp_sdk_session_agent.py")
+LOGIN_AGENT = peer_command("acp_login_agent.py")
 
 
 @pytest.fixture
@@ -32,16 +33,9 @@ def cli(home: Path, *args: str, cwd: Path | None = None) -> subprocess.Completed
         **os.environ,
         "XDG_STATE_HOME": str(home / "state"),
         "ACP_SESSIONS": str(home / "store"),
-        "PYTHONPATH": str(ROOT),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd or home / "work",
-        env=env,
-        stdin=subprocess.DEVNULL,
+    return oma_bridge_cli(
+        *args, cwd=cwd or home / "work", env=env, stdin=subprocess.DEVNULL
     )
 
 

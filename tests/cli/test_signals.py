@@ -8,33 +8,25 @@ import select
 import shlex
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests import leaks
+from tests.conftest import ACP_PEER, peer_command
+from tests.fresh_python import start_cli, stop_cli
 
-ROOT = Path(__file__).resolve().parents[2]
-PY = shlex.quote(sys.executable)
-TREE = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'tree.py'))}"
-ACP_PEER = f"{PY} {shlex.quote(str(ROOT / 'tests' / 'peers' / 'acp_agent.py'))}"
+if TYPE_CHECKING:
+    from pathlib import Path
+
+TREE = peer_command("tree.py")
 
 STOPS = [
     (signal.SIGTERM, 143, "stopped by SIGTERM"),
     (signal.SIGHUP, 129, "stopped by SIGHUP"),
     (signal.SIGINT, 130, "interrupted"),
 ]
-
-
-def _start(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "run", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-    )
 
 
 def _wait_for(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) -> None:
@@ -51,19 +43,12 @@ def _wait_for(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) -> N
             seen += data
 
 
-def _children(pid: int) -> list[int]:
-    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
-
-
 def _stop(proc: subprocess.Popen[bytes], signum: int) -> str:
     try:
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_cli(proc)
     return err.decode()
 
 
@@ -78,8 +63,13 @@ def test_signal_stops_a_process_agent_tree(
     tmp_path: Path, signum: int, status: int, message: str
 ) -> None:
     pidfile = tmp_path / "pids"
-    proc = _start(
-        "--process", f"{TREE} {shlex.quote(str(pidfile))}", "--input", "none", "x"
+    proc = start_cli(
+        "run",
+        "--process",
+        f"{TREE} {shlex.quote(str(pidfile))}",
+        "--input",
+        "none",
+        "x",
     )
     _wait_for(proc, b"ready\n", 20)
     agent_pids = [int(pid) for pid in pidfile.read_text().split()]
@@ -92,9 +82,9 @@ def test_signal_stops_a_process_agent_tree(
 
 @pytest.mark.parametrize(("signum", "status", "message"), STOPS)
 def test_signal_stops_an_acp_agent(signum: int, status: int, message: str) -> None:
-    proc = _start("--acp", ACP_PEER, "say:ready;hang")
+    proc = start_cli("run", "--acp", ACP_PEER, "say:ready;hang")
     _wait_for(proc, b"ready", 20)
-    agent_pids = _children(proc.pid)
+    agent_pids = leaks.children_of(proc.pid)
     err = _stop(proc, signum)
     assert proc.returncode == status, err
     assert message in err
@@ -104,9 +94,9 @@ def test_signal_stops_an_acp_agent(signum: int, status: int, message: str) -> No
 
 
 def test_sigterm_kills_an_acp_agent_that_ignores_it() -> None:
-    proc = _start("--acp", f"{ACP_PEER} --ignore-sigterm", "say:ready;hang")
+    proc = start_cli("run", "--acp", f"{ACP_PEER} --ignore-sigterm", "say:ready;hang")
     _wait_for(proc, b"ready", 20)
-    agent_pids = _children(proc.pid)
+    agent_pids = leaks.children_of(proc.pid)
     err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 143, err
     assert len(agent_pids) == 1
@@ -116,21 +106,13 @@ def test_sigterm_kills_an_acp_agent_that_ignores_it() -> None:
 def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
     """Under ``nohup`` (SIGHUP ignored) the run goes on; SIGTERM still stops it."""
     pidfile = tmp_path / "pids"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "oma_bridge",
-            "run",
-            "--process",
-            f"{TREE} {shlex.quote(str(pidfile))}",
-            "--input",
-            "none",
-            "x",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
+    proc = start_cli(
+        "run",
+        "--process",
+        f"{TREE} {shlex.quote(str(pidfile))}",
+        "--input",
+        "none",
+        "x",
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
     )
     _wait_for(proc, b"ready\n", 20)
@@ -156,10 +138,9 @@ def _wait_file(path: Path, needle: str) -> str:
 def test_batch_stops_its_process_agents_on_signal(tmp_path: Path, signum: int) -> None:
     pidfile, source, out = tmp_path / "pids", tmp_path / "in.txt", tmp_path / "o.jsonl"
     source.write_text("x\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--process",
-         f"{TREE} {shlex.quote(str(pidfile))}", "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    proc = start_cli(
+        "batch", str(source), "--process", f"{TREE} {shlex.quote(str(pidfile))}",
+        "-o", str(out),
     )  # fmt: skip
     agent_pids = [int(pid) for pid in _wait_file(pidfile, "\n").split()]
     err = _stop(proc, signum)
@@ -171,14 +152,12 @@ def test_batch_stops_its_process_agents_on_signal(tmp_path: Path, signum: int) -
 def test_batch_stops_its_acp_agents_on_sighup(tmp_path: Path) -> None:
     log, source, out = tmp_path / "log", tmp_path / "in.txt", tmp_path / "o.jsonl"
     source.write_text("hang\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oma_bridge", "batch", str(source), "--acp", ACP_PEER,
-         "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    proc = start_cli(
+        "batch", str(source), "--acp", ACP_PEER, "-o", str(out),
         env={**os.environ, "ACP_LOG": str(log)},
     )  # fmt: skip
     _wait_file(log, "session/prompt")
-    agent_pids = _children(proc.pid)
+    agent_pids = leaks.children_of(proc.pid)
     err = _stop(proc, signal.SIGHUP)
     assert proc.returncode == 130, err
     assert '"cancelled": true' in out.read_text()

@@ -5,36 +5,27 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
-import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import ACP_PEER, PEERS, peer_command
+from tests.fresh_python import ROOT, oma_bridge_cli
 from tests.terminal import drawn_on_a_terminal
 
-ROOT = Path(__file__).resolve().parents[2]
-PEERS = ROOT / "tests" / "peers"
-WORKER = f"{shlex.quote(sys.executable)} {PEERS / 'worker.py'}"
-ACP = f"{shlex.quote(sys.executable)} {PEERS / 'acp_agent.py'}"
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
+
+WORKER = peer_command("worker.py")
 WAIT = 60  # bound on every wait for the CLI; generous, never asserted
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     # A config dir of its own: the user's oma-bridge.toml must not count.
     env = {**os.environ, "XDG_CONFIG_HOME": str(cwd / ".no-user-config")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, (str(ROOT), env.get("PYTHONPATH")))
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "oma_bridge", "tasks", *args],
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        cwd=cwd,
-        env=env,
-    )
+    return oma_bridge_cli("tasks", *args, cwd=cwd, env=env, timeout=WAIT)
 
 
 GRAPH = f"""
@@ -44,7 +35,7 @@ max_token_budget = 100000
 process = {json.dumps(WORKER)}
 
 [agents.acp]
-acp = {json.dumps(ACP)}
+acp = {json.dumps(ACP_PEER)}
 
 [[tasks]]
 id = "draft"
@@ -296,7 +287,7 @@ def test_a_bad_graph_is_refused_before_the_view_draws(tmp_path, view):
 def test_a_missing_agent_command_exits_127_before_any_task_runs(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text(
-        GRAPH.replace(f"acp = {json.dumps(ACP)}", 'acp = "no-such-acp-agent --x"')
+        GRAPH.replace(f"acp = {json.dumps(ACP_PEER)}", 'acp = "no-such-acp-agent --x"')
     )
     done = cli(str(path))
     assert done.returncode == 127

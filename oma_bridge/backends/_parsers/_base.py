@@ -138,8 +138,6 @@ class StreamParser:
         budget_exceeded: The CLI stopped at a turn or token limit.
     """
 
-    #: The format's name (an ``OUTPUT_FORMATS`` entry).
-    name: ClassVar[str] = ""
     #: ``type`` value -> name of the handler method.
     handlers: ClassVar[Mapping[str, str]] = {}
     #: Kinds that carry nothing for the events or the result (not "unknown").

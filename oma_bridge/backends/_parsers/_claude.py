@@ -51,7 +51,6 @@ def anthropic_usage(usage: JSONObject) -> tuple[int, int]:
 class ClaudeParser(StreamParser):
     """``claude-stream-json``, ``qwen-stream-json`` and ``amp-stream-json``."""
 
-    name: ClassVar[str] = "claude-stream-json"
     handlers: ClassVar[dict[str, str]] = {
         "assistant": "_on_assistant",
         "user": "_on_user",

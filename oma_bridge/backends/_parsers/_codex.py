@@ -33,7 +33,6 @@ _TOOL_KINDS = {
 class CodexParser(StreamParser):
     """``codex-json``."""
 
-    name: ClassVar[str] = "codex-json"
     handlers: ClassVar[dict[str, str]] = {
         "item.started": "_on_item",
         "item.updated": "_on_item",

@@ -24,7 +24,6 @@ __all__ = ("CursorParser",)
 class CursorParser(ClaudeParser):
     """``cursor-stream-json``."""
 
-    name: ClassVar[str] = "cursor-stream-json"
     handlers: ClassVar[dict[str, str]] = {
         **ClaudeParser.handlers,
         "tool_call": "_on_tool_call",

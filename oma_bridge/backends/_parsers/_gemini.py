@@ -23,7 +23,6 @@ __all__ = ("GeminiParser",)
 class GeminiParser(StreamParser):
     """``gemini-stream-json``."""
 
-    name: ClassVar[str] = "gemini-stream-json"
     handlers: ClassVar[dict[str, str]] = {
         "message": "_on_message",
         "tool_use": "_on_tool_use",

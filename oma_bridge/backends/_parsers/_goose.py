@@ -31,7 +31,6 @@ def _result_output(value: JSONValue) -> JSONValue:
 class GooseParser(StreamParser):
     """``goose-stream-json``."""
 
-    name: ClassVar[str] = "goose-stream-json"
     handlers: ClassVar[dict[str, str]] = {
         "message": "_on_message",
         "error": "_on_error",

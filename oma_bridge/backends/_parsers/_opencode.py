@@ -22,7 +22,6 @@ __all__ = ("OpenCodeParser",)
 class OpenCodeParser(StreamParser):
     """``opencode-json``."""
 
-    name: ClassVar[str] = "opencode-json"
     handlers: ClassVar[dict[str, str]] = {
         "text": "_on_text",
         "reasoning": "_on_reasoning",

@@ -1,0 +1,38 @@
+"""Writing a file whole or not at all: the sessions file, a resumed batch's results."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@contextmanager
+def replacing(path: str, prefix: str, *, keep_mode: bool = False) -> Iterator[BinaryIO]:
+    """A new file, written in ``path``'s folder and renamed over ``path`` when
+    the block ends, so a kill leaves the old file or the new one, never half.
+
+    Args:
+        prefix: The temporary file's name starts with it.
+        keep_mode: Give it ``path``'s permissions (else the temporary's 0600).
+    """
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=prefix, dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        if keep_mode:
+            os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
