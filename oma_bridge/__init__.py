@@ -114,7 +114,7 @@ if TYPE_CHECKING:
         preset,
     )
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = (
     "OUTPUT_FORMATS",

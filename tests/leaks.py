@@ -44,7 +44,7 @@ def unreaped_by_library() -> dict[int, str]:
     ``reap()``. An orphaned grandchild re-parented to us is never registered, so
     its zombie (which only we could reap) is not reported.
     """
-    from oma_bridge.backends import _proc
+    from oma_bridge._os import child as _proc
 
     states = children()
     return {
@@ -56,7 +56,7 @@ def unreaped_by_library() -> dict[int, str]:
 
 def reap_library_children() -> None:
     """Kill and reap what the library left behind, through its own API."""
-    from oma_bridge.backends import _proc
+    from oma_bridge._os import child as _proc
 
     for child in list(_proc._LIVE):
         child.kill_now()

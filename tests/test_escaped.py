@@ -18,9 +18,9 @@ import anyio
 import pytest
 
 from oma_bridge import BackendExitError, ProcessBackend, ProcessBackendConfig
+from oma_bridge._os.fdstream import SideChannels
 from oma_bridge.acp._files import FileSandbox
 from oma_bridge.acp._terminals import Terminals
-from oma_bridge.backends._fdstream import SideChannels
 from oma_bridge.backends._pool import RunPool
 from oma_bridge.bridge import RunRequest
 

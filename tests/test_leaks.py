@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from oma_bridge.backends._proc import Child
+from oma_bridge._os.child import Child
 
 from . import leaks
 from .conftest import SUBREAPER

@@ -116,7 +116,12 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     loaded, modules = done.stdout.splitlines()
-    entry = ["oma_bridge", "oma_bridge.cli", "oma_bridge.cli._main"]
+    entry = [
+        "oma_bridge",
+        "oma_bridge._version",
+        "oma_bridge.cli",
+        "oma_bridge.cli._main",
+    ]
     assert json.loads(loaded) == entry
     assert modules == "oma_bridge.bridge._agent oma_bridge.presets._presets"
 

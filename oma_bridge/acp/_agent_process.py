@@ -17,16 +17,11 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ..backends._exit import held_open
-from ..backends._fdstream import FdReceiveStream, FdSendStream, SideChannels
-from ..backends._proc import (
-    Child,
-    StderrTail,
-    child_env,
-    exit_error,
-    resolve_executable,
-)
-from ..backends._redact import secret_values
+from .._os.child import Child
+from .._os.command import child_env, resolve_executable
+from .._os.exit import StderrTail, exit_error, held_open
+from .._os.fdstream import FdReceiveStream, FdSendStream, SideChannels
+from .._os.redact import secret_values
 from ..bridge import (
     BackendStartError,
     OmaBridgeError,
@@ -187,7 +182,7 @@ class AgentProcess:
             self.loaded = await self.load(config.session_id)
 
     def _initialize_params(self) -> dict[str, JSONValue]:
-        from .. import __version__
+        from .._version import __version__
 
         return {
             "protocolVersion": m.PROTOCOL_VERSION,

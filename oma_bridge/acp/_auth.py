@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..backends._redact import redact_json
+from .._os.redact import redact_json
 from ..bridge import (
     AuthRequiredError,
     BackendStartError,

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
-from ..backends._checks import check_command, check_fields, config_from_dict
+from .._os.checks import check_command, check_fields, config_from_dict
 from ..bridge import InputProfile
 from ._framing import DEFAULT_MAX_LINE_BYTES
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from ..backends._redact import redact
+from .._os.redact import redact
 from ..bridge.errors import ProtocolError
 
 if TYPE_CHECKING:

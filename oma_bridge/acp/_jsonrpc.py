@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Protocol, TypeGuard
 
-from ..backends._redact import redact, redact_json
+from .._os.redact import redact, redact_json
 from ..bridge.errors import RemoteError
 from . import methods as m
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..backends._redact import redact
+from .._os.redact import redact
 from ._client_config import PermissionRequest
 from ._routing import invalid_params
 

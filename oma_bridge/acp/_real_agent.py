@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from ..backends._redact import redact, redact_json
+from .._os.redact import redact, redact_json
 from ..bridge import OmaBridgeError, RemoteError
 from . import methods as m
 from ._agent_process import AgentProcess

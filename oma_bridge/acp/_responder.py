@@ -14,7 +14,7 @@ import os
 import traceback
 from typing import TYPE_CHECKING, final
 
-from ..backends._redact import redact, redact_json, secret_values
+from .._os.redact import redact, redact_json, secret_values
 from . import methods as m
 from ._jsonrpc import RequestError
 from ._requests import IncomingRequests

@@ -172,7 +172,7 @@ class Server:
     # -- initialize -------------------------------------------------------------------
 
     async def _initialize(self, params: Params) -> JSONValue:
-        from .. import __version__
+        from .._version import __version__
 
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool):

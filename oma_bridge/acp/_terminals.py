@@ -23,21 +23,15 @@ from typing import TYPE_CHECKING, NamedTuple, final
 
 import anyio
 
-from ..backends._exit import held_open
-from ..backends._proc import (
-    EXIT_UNKNOWN,
-    Child,
-    StderrTail,
-    child_env,
-    exit_signal,
-    resolve_executable,
-)
+from .._os.child import Child
+from .._os.command import child_env, resolve_executable
+from .._os.exit import EXIT_UNKNOWN, StderrTail, exit_signal, held_open
 from ..bridge.errors import OmaBridgeError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ..backends._fdstream import SideChannels
+    from .._os.fdstream import SideChannels
     from ._files import FileSandbox
 
 __all__ = (

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, TextIO, final
 
 import anyio
 
-from ..backends._redact import redact_json, secret_values
+from .._os.redact import redact_json, secret_values
 from ..bridge import ProtocolError
 from ._framing import encode
 from ._jsonrpc import is_id

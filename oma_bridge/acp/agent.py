@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..backends._fdstream import FdReceiveStream, FdSendStream
+from .._os.fdstream import FdReceiveStream, FdSendStream
 from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream
 from ._server import ServePermission, Server, ServeTarget
 from ._transcript import WRITE_TIMEOUT, Transcript, Wire

@@ -14,7 +14,7 @@ import selectors
 import time
 from typing import TYPE_CHECKING, final
 
-from ._proc import begin_stop, stop_children_blocking
+from .._os.child import begin_stop, stop_children_blocking
 from ._run import Step
 from ._runio import Plan, RunIO, advance
 
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
+    from .._os.child import Child
     from ..bridge import AgentRunResult, DoneEvent, ErrorEvent, RunRequest
-    from ._proc import Child
     from ._run import RunCore
     from .process import ProcessBackend
 

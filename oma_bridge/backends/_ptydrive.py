@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, final
 
+from .._os.child import begin_stop
 from ..bridge import DoneEvent, ErrorEvent
-from ._proc import begin_stop
 from ._ptyrun import TICK, PtySession, Step
 
 if TYPE_CHECKING:

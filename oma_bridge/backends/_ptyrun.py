@@ -31,23 +31,17 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, final
 
+from .._os.child import Child, end_stop, wait_exits_blocking
+from .._os.command import resolve_executable
+from .._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
+from .._os.redact import secret_values
 from ..bridge import (
     BackendStartError,
     BackendTimeout,
     OmaBridgeError,
     TextEvent,
 )
-from ._exit import ending, held_open
-from ._proc import (
-    EXIT_UNKNOWN,
-    Child,
-    StderrTail,
-    end_stop,
-    exit_error,
-    resolve_executable,
-    wait_exits_blocking,
-)
-from ._redact import secret_values
+from ._ending import ending
 from ._run import prompt_text
 from ._screen import Screen
 

@@ -19,6 +19,8 @@ import os
 from collections import deque
 from typing import TYPE_CHECKING, Any, final
 
+from .._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
+from .._os.redact import secret_values
 from ..bridge import (
     BackendTimeout,
     DoneEvent,
@@ -26,9 +28,7 @@ from ..bridge import (
     OmaBridgeError,
     TextEvent,
 )
-from ._exit import ending, held_open
-from ._proc import EXIT_UNKNOWN, StderrTail, exit_error
-from ._redact import secret_values
+from ._ending import ending
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -14,8 +14,8 @@ import select
 import selectors
 from typing import TYPE_CHECKING, Protocol, final
 
+from .._os.child import Child, end_stop
 from ..bridge import OmaBridgeError
-from ._proc import Child, end_stop
 from ._run import RunCore, Step, prompt_text
 
 if TYPE_CHECKING:

@@ -15,12 +15,13 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final, get_args
 
+from .._os.checks import check_command, check_fields, config_from_dict
+from .._os.command import child_environb, resolve_executable
+
 # anyio is imported by the async driver where it waits: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge import InputProfile
-from ._checks import check_command, check_fields, config_from_dict
 from ._drive import ProcessRun, run_blocking
-from ._proc import child_environb, resolve_executable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

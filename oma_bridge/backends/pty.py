@@ -15,9 +15,9 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, final
 
+from .._os.checks import check_command
+from .._os.command import child_environb
 from ..bridge import InputProfile
-from ._checks import check_command
-from ._proc import child_environb
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

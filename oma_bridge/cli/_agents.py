@@ -133,7 +133,7 @@ def _entries() -> list[tuple[str, str, Preset]]:
 
 
 def _which(command: str) -> str | None:
-    from ..backends._command import resolve_executable
+    from .._os.command import resolve_executable
     from ..bridge.errors import BackendStartError
 
     try:

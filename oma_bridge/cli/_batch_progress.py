@@ -118,7 +118,7 @@ def _kinds(tally: Tally) -> list[str]:
     """One line per failure kind: its count and the first message, shortened."""
     # Messages are redacted where they are made; redacting again costs nothing
     # next to a batch and guards the one place that prints them in bulk.
-    from ..backends._redact import redact
+    from .._os.redact import redact
 
     lines = []
     for kind, count in tally.kinds.most_common():

@@ -87,7 +87,7 @@ def _build_parser() -> tuple[
     """
     import importlib
 
-    from .. import __version__
+    from .._version import __version__
 
     parser = _Parser(
         prog="oma-bridge",

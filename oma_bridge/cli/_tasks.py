@@ -202,7 +202,7 @@ def missing_command(agents: dict[str, TeamAgent], used: set[str]) -> str | None:
     Looked up as the backend will (the agent's PATH and working directory);
     an agent no task uses is not looked at.
     """
-    from ..backends._command import resolve_executable
+    from .._os.command import resolve_executable
     from ..bridge import BackendStartError
 
     for name in sorted(used):

@@ -233,7 +233,7 @@ class Evaluation(AsyncContextManagerMixin):
             return None
         text = value if isinstance(value, str) else json.dumps(value)
         if self._store == "redacted":
-            from ..backends._redact import redact
+            from .._os.redact import redact
 
             text = redact(text)
         return _cut(text, self._max_chars, sep="")

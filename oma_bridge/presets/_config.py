@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..backends._checks import command_line_hint
+from .._os.checks import command_line_hint
 
 # At run time, not only for type checking: pydantic resolves AgentEntry's
 # annotations in this module when it builds the validator.

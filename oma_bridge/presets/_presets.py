@@ -191,7 +191,7 @@ def build(
         "scrub_env": known.scrub_env,
         "env": env,
     }
-    from ..backends._checks import check_keys
+    from .._os.checks import check_keys
 
     if known.transport == "acp":
         from ..acp import AcpBackendConfig

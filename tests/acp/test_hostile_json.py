@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from oma_bridge import AgentRunResult, DoneEvent, ProtocolError, RemoteError, TextEvent
-from oma_bridge.backends._redact import REDACTED
+from oma_bridge._os.redact import REDACTED
 
 from .serve_memory import Echo, serving
 from .support import WAIT, agent_for, fake_agent, frames

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from oma_bridge._os.fdstream import FdReceiveStream, FdSendStream
 from oma_bridge.acp import serve_streams
-from oma_bridge.backends._fdstream import FdReceiveStream, FdSendStream
 
 from .serve_memory import Echo
 from .support import WAIT, agent_for, fake_agent

@@ -8,9 +8,9 @@ import os
 import anyio
 
 from oma_bridge import OmaBridgeError, ProtocolError
+from oma_bridge._os.fdstream import FdSendStream
 from oma_bridge.acp._framing import NdjsonStream
 from oma_bridge.acp._outbox import Outbox
-from oma_bridge.backends._fdstream import FdSendStream
 
 
 def _failing(error: OmaBridgeError) -> OmaBridgeError:

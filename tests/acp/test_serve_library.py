@@ -15,8 +15,8 @@ import sys
 import anyio
 
 from oma_bridge import AgentConfig, ProcessBackendConfig
+from oma_bridge._os.fdstream import FdReceiveStream, FdSendStream
 from oma_bridge.acp import serve_streams
-from oma_bridge.backends._fdstream import FdReceiveStream, FdSendStream
 
 from .serve_support import Editor, acp, check_frames, new_session, prompt
 from .support import PEERS, WAIT

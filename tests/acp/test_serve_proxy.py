@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 
 from oma_bridge import Agent, AgentConfig, TextEvent
+from oma_bridge._os.redact import REDACTED
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.backends._redact import REDACTED
 
 from .serve_support import Editor, acp, check_frames, drive, new_session, prompt
 from .support import PEERS, WAIT, frames

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
+from oma_bridge._os.fdstream import SideChannels
 from oma_bridge.acp._files import FileSandbox, SandboxError
 from oma_bridge.acp._terminals import (
     ExitStatus,
@@ -17,7 +18,6 @@ from oma_bridge.acp._terminals import (
     TerminalStartError,
     UnknownTerminal,
 )
-from oma_bridge.backends._fdstream import SideChannels
 
 from .support import WAIT
 

@@ -16,8 +16,8 @@ from oma_bridge import (
     BackendStartError,
     ProcessBackendConfig,
 )
-from oma_bridge.backends._proc import EXIT_UNKNOWN
-from oma_bridge.backends._proc import exit_error as make_exit_error
+from oma_bridge._os.exit import EXIT_UNKNOWN
+from oma_bridge._os.exit import exit_error as make_exit_error
 
 from ._support import HANG_GUARD, make_agent, peer
 
@@ -84,7 +84,8 @@ SIGCHLD_IGNORED = textwrap.dedent(
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     import anyio
     from oma_bridge import Agent, AgentConfig, BackendTimeout, ProcessBackendConfig
-    from oma_bridge.backends._proc import _LIVE, EXIT_UNKNOWN, Child
+    from oma_bridge._os.child import _LIVE, Child
+    from oma_bridge._os.exit import EXIT_UNKNOWN
 
     def agent(**config):
         return Agent(AgentConfig(name="t", backend=ProcessBackendConfig(**config)))

@@ -12,7 +12,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from oma_bridge.backends._fdstream import FdReceiveStream, FdSendStream
+from oma_bridge._os.fdstream import FdReceiveStream, FdSendStream
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from oma_bridge.backends._proc import StderrTail, exit_signal
-from oma_bridge.backends._redact import REDACTED, redact, secret_values
+from oma_bridge._os.exit import StderrTail, exit_signal
+from oma_bridge._os.redact import REDACTED, redact, secret_values
 
 PEM_BODY = [
     "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",

@@ -17,7 +17,7 @@ from oma_bridge import (
     ProcessBackendConfig,
     TextEvent,
 )
-from oma_bridge.backends._proc import EXIT_UNKNOWN
+from oma_bridge._os.exit import EXIT_UNKNOWN
 from oma_bridge.backends._run import RunCore, Step
 
 T0 = 1000.0  # the run's start on the made-up clock

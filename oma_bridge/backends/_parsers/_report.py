@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..._os.exit import EXIT_UNKNOWN, exit_error
+from ..._os.redact import redact
 from ...bridge import ProtocolError
-from .._exit import EXIT_UNKNOWN, exit_error
-from .._redact import redact
 
 if TYPE_CHECKING:
     from ...bridge import OmaBridgeError

@@ -1,26 +1,21 @@
-"""How a child ended, in words: its exit error, the tail of what it wrote, and
-the terminal event of a run of it (process and PTY)."""
+"""How a child ended, in words: its exit status, its exit error, and the tail
+of what it wrote."""
 
 from __future__ import annotations
 
 import signal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from ..bridge._results import AgentRunResult
 from ..bridge.errors import BackendExitError
-from ..bridge.events import DoneEvent, ErrorEvent
-from ._redact import redact
+from .redact import redact
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
 
-    from ..bridge.errors import OmaBridgeError
-    from ..bridge.messages import LLMMessage
 
 __all__ = (
     "EXIT_UNKNOWN",
     "StderrTail",
-    "ending",
     "exit_error",
     "exit_signal",
     "held_open",
@@ -31,39 +26,6 @@ __all__ = (
 #: discarded it. One past the largest exit status and not negative, so it is
 #: never a real status or a signal; ``exit_error`` reports it as unknown.
 EXIT_UNKNOWN: Final = 256
-
-
-def ending(
-    output: str,
-    messages: Sequence[LLMMessage],
-    *,
-    error: OmaBridgeError | None,
-    duration_s: float,
-    exit_code: int | None,
-    truncated_at: int | None,
-    aborted: bool,
-    **fields: Any,
-) -> DoneEvent | ErrorEvent:
-    """A run's terminal event: its result, with the reply appended to
-    ``messages`` and marked where the output was cut at ``truncated_at`` bytes.
-    ``fields`` are more ``AgentRunResult`` fields (usage, raw output)."""
-    if truncated_at is not None:
-        output += f"\n[oma-bridge: output truncated at {truncated_at} bytes]\n"
-    result = AgentRunResult(
-        success=error is None,
-        output=output,
-        messages=[
-            *messages,
-            {"role": "assistant", "content": [{"type": "text", "text": output}]},
-        ],
-        error=error,
-        duration_s=duration_s,
-        exit_code=None if exit_code == EXIT_UNKNOWN else exit_code,
-        output_truncated=truncated_at is not None,
-        aborted=aborted,
-        **fields,
-    )
-    return DoneEvent(result) if error is None else ErrorEvent(error, result)
 
 
 def exit_signal(code: int) -> str | None:

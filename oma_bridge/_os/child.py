@@ -37,10 +37,7 @@ from typing import TYPE_CHECKING
 # anyio is imported by the async methods that use it: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge.errors import BackendStartError
-
-# Re-exported: the transports import them from here, with the rest of a child.
-from ._command import child_env, child_environb, resolve_executable
-from ._exit import EXIT_UNKNOWN, StderrTail, exit_error, exit_signal
+from .exit import EXIT_UNKNOWN
 
 if TYPE_CHECKING:
     import subprocess
@@ -51,16 +48,9 @@ if TYPE_CHECKING:
     _Action: TypeAlias = tuple[int, ...] | tuple[int, int, str, int, int]
 
 __all__ = (
-    "EXIT_UNKNOWN",
     "Child",
-    "StderrTail",
     "begin_stop",
-    "child_env",
-    "child_environb",
     "end_stop",
-    "exit_error",
-    "exit_signal",
-    "resolve_executable",
     "stop_children",
     "stop_children_blocking",
     "wait_exits_blocking",

@@ -1,0 +1,19 @@
+"""The operating-system floor: processes and descriptors, shared by every transport.
+
+Private to oma-bridge and shared by design: the backends, the ACP roles, batch
+jobs and the CLI import its modules directly (``from .._os.child import Child``).
+Each module holds one concern:
+
+- ``child``: spawn a child in its own process group, and the one stop (close
+  stdin, SIGTERM, a grace, SIGKILL, reap) for one child or many;
+- ``command``: a child's command line and environment, resolved before a spawn;
+- ``exit``: how a child ended, in words (exit statuses, the output tail);
+- ``reactor``: the one reactor (descriptors and callbacks, waited on blocking
+  or async) and the one non-blocking pipe reader;
+- ``fdstream``: anyio byte streams over raw non-blocking descriptors;
+- ``redact``: secrets out of every text a human may see;
+- ``checks``: the field checks of backend configs.
+
+The package itself imports nothing: a blocking run loads no event loop, and a
+plain run no stream it does not use.
+"""
