@@ -18,10 +18,9 @@ import anyio
 import pytest
 
 from oma_bridge import BackendExitError, ProcessBackend, ProcessBackendConfig
-from oma_bridge._os.fdstream import SideChannels
+from oma_bridge._os.reactor import Reactor
 from oma_bridge.acp._files import FileSandbox
 from oma_bridge.acp._terminals import Terminals
-from oma_bridge.backends._pool import RunPool
 from oma_bridge.bridge import RunRequest
 
 from .acp.support import agent_for, fake_agent
@@ -115,7 +114,7 @@ def test_a_pool_run_ends_when_its_leader_exits_and_logs_it(
 ) -> None:
     with (
         caplog.at_level(logging.WARNING),
-        RunPool(ProcessBackend(config(True))) as pool,
+        ProcessBackend(config(True)).run_pool() as pool,
     ):
         pool.start(
             RunRequest(prompt="x", messages=[], system_prompt=None, agent_name="t"), "a"
@@ -185,7 +184,7 @@ async def test_a_terminal_command_that_leaves_a_pipe_holder_finishes(
         monkeypatch.delattr(os, "pidfd_open", raising=False)
     elif not hasattr(os, "pidfd_open"):
         pytest.skip("no pidfd_open here")
-    side = SideChannels()
+    side = Reactor()
     terms = Terminals(
         side,
         sandbox=FileSandbox([str(tmp_path)], max_bytes=1000),

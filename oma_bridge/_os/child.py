@@ -26,9 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import math
 import os
-import select
 import signal
 import time
 import weakref
@@ -38,6 +36,7 @@ from typing import TYPE_CHECKING
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge.errors import BackendStartError
 from .exit import EXIT_UNKNOWN
+from .reactor import PIPE_BUF, wait_readable_blocking
 
 if TYPE_CHECKING:
     import subprocess
@@ -72,7 +71,7 @@ def _prefill(fd: int, data: bytes) -> int:
     at once (a pipe holds at least one page), and the end stays blocking.
     Otherwise the end becomes non-blocking and keeps what fits.
     """
-    if len(data) <= select.PIPE_BUF:
+    if len(data) <= PIPE_BUF:
         return os.write(fd, data)
     _nonblocking(fd)
     sent = 0
@@ -406,14 +405,10 @@ def wait_exits_blocking(
     """Block up to ``timeout`` seconds for one of ``children`` to exit: ``poll``
     on their pidfds (not ``select``: descriptors may exceed 1024), or, where
     one has none (not Linux), ``tick`` seconds at the most before looking again."""
-    timeout = max(timeout, 0)
     if all(child.pidfd >= 0 for child in children):
-        poller = select.poll()
-        for child in children:
-            poller.register(child.pidfd, select.POLLIN)
-        poller.poll(math.ceil(timeout * 1000))
+        wait_readable_blocking([child.pidfd for child in children], timeout)
     else:
-        time.sleep(min(timeout, tick))
+        time.sleep(min(max(timeout, 0), tick))
 
 
 async def stop_children(

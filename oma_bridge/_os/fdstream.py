@@ -3,14 +3,15 @@
 A wait never consumes anything (``anyio.wait_readable`` then ``os.read``), so a
 cancelled ``receive()`` loses no byte, on asyncio and trio alike.
 
-``SideChannels`` is how one task keeps several pipes moving without starting
-tasks: descriptors registered there (an agent's stderr, a terminal's output,
-a pidfd) are serviced by their callbacks whenever the owner of the main stream
-waits. Both wait on one epoll/kqueue descriptor, which is itself pollable, so a
-single ``wait_readable`` covers them all.
+A receive stream can be given a ``Reactor`` of side channels: descriptors
+registered there (an agent's stderr, a terminal's output, a pidfd) are
+serviced by their callbacks whenever the stream waits, which is how one task
+keeps several pipes moving without starting tasks. The stream waits on a
+reactor of its own that watches its descriptor and the side channels' reactor
+(a reactor is itself pollable), so a single ``wait_readable`` covers them all.
 
 Closing: whoever closes a descriptor another task may be waiting on calls
-``anyio.notify_closing`` first (``aclose()`` and ``SideChannels.close()`` do it
+``anyio.notify_closing`` first (``aclose()`` and ``Reactor.close()`` do it
 for what they wait on), so the waiter wakes with ``ClosedResourceError``
 instead of polling a number the kernel may hand out again. A descriptor
 closed under a stream anyway (``EBADF``) is reported the same way, never as a
@@ -22,8 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
-import selectors
 import time
 from collections import deque
 from typing import TYPE_CHECKING, final
@@ -32,10 +31,13 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from .reactor import Reactor, is_readable, read_pipe
+
 if TYPE_CHECKING:
+    import select
     from collections.abc import Callable
 
-__all__ = ("FdReceiveStream", "FdSendStream", "SideChannels")
+__all__ = ("FdReceiveStream", "FdSendStream")
 
 _READ_SIZE = 64 * 1024
 _FOREVER = float("inf")
@@ -63,73 +65,15 @@ async def _wait_writable(fd: int) -> None:
         raise
 
 
+def _ignore(events: int) -> None:
+    """The callback of a descriptor only waited on, never serviced."""
+
+
 def _notify_closing(fd: int) -> None:
     """Wake the tasks waiting on ``fd`` (they get ClosedResourceError)."""
     # Outside an event loop nobody can be waiting.
     with contextlib.suppress(RuntimeError):
         anyio.notify_closing(fd)
-
-
-@final
-class SideChannels:
-    """Descriptors drained by callbacks whenever their owner waits.
-
-    A callback must consume what is ready (or unregister its descriptor at end
-    of file); a level-triggered descriptor left ready would be serviced again.
-    """
-
-    def __init__(self) -> None:
-        self._sel = selectors.DefaultSelector()
-        self._fd = self._sel.fileno()
-        self.closed = False
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def add(self, fd: int, callback: Callable[[], None]) -> None:
-        """Register ``fd``.
-
-        Raises:
-            anyio.ClosedResourceError: ``close()`` was called.
-        """
-        if self.closed:
-            raise anyio.ClosedResourceError
-        self._sel.register(fd, selectors.EVENT_READ, callback)
-
-    def remove(self, fd: int) -> None:
-        if not self.closed and fd in self._sel.get_map():
-            self._sel.unregister(fd)
-
-    def service(self) -> bool:
-        """Run the callbacks of ready descriptors; True if any was ready."""
-        if self.closed:
-            return False
-        ready = self._sel.select(0)
-        for key, _ in ready:
-            key.data()
-        return bool(ready)
-
-    async def wait_until(self, predicate: Callable[[], bool]) -> None:
-        """Service the side channels until ``predicate()`` holds; cancellable.
-
-        Raises:
-            anyio.ClosedResourceError: ``close()`` was called before it held.
-        """
-        while True:
-            self.service()
-            if predicate():
-                return
-            if self.closed:
-                raise anyio.ClosedResourceError
-            await _wait_readable(self._fd)
-
-    def close(self) -> None:
-        """Close, waking a task in ``wait_until`` (it gets ClosedResourceError)."""
-        if self.closed:
-            return
-        self.closed = True
-        _notify_closing(self._fd)
-        self._sel.close()
 
 
 @final
@@ -162,7 +106,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self,
         fd: int,
         *,
-        side: SideChannels | None = None,
+        side: Reactor | None = None,
         writer_gone: Callable[[], bool] | None = None,
         grace: float = 1.0,
         poll: float = 0.25,
@@ -174,10 +118,10 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._ahead_size = 0
         self._ahead_limit = ahead_limit
         self._ahead_eof = False
-        self._drain_sel: selectors.DefaultSelector | None = None  # while draining
+        self._drain: Reactor | None = None  # while draining
         self._poller: select.poll | None = None  # for ready(), made on first use
         self._side = side
-        self._sel: selectors.DefaultSelector | None = None
+        self._watch: Reactor | None = None  # this fd and the side channels
         self._closed = False
         self._writer_gone = writer_gone
         self._grace = grace
@@ -185,19 +129,17 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._gone_at: float | None = None
         self.held_open = False
         if side is not None:
-            self._sel = selectors.DefaultSelector()
-            self._sel.register(fd, selectors.EVENT_READ)
-            self._sel.register(side.fileno(), selectors.EVENT_READ)
+            self._watch = Reactor()
+            self._watch.add(fd, _ignore)
+            self._watch.add(side.fileno(), _ignore)
 
     def ready(self) -> bool:
         """Whether ``receive`` would not wait: data or the end is there, or
         this stream is closed (it raises at once)."""
         if self._ahead or self._ahead_eof or self._closed:
             return True
-        if self._poller is None:  # not select.select: descriptors may exceed 1024
-            self._poller = select.poll()
-            self._poller.register(self._fd, select.POLLIN)
-        return bool(self._poller.poll(0))
+        self._poller, readable = is_readable(self._poller, self._fd)
+        return readable
 
     async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
         if self._ahead:
@@ -208,17 +150,15 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
             if self._ahead_eof:
                 raise anyio.EndOfStream
             try:
-                data = os.read(self._fd, max_bytes)
-            except BlockingIOError:
-                pass
+                got = read_pipe(self._fd, size=max_bytes)
             except OSError as exc:
                 _raise_if_closed(exc)
                 raise
-            else:
-                if not data:
+            if got is not None:
+                if not got[0]:
                     raise anyio.EndOfStream
-                return data
-            if self._sel is None:
+                return got[0]
+            if self._watch is None:
                 await self._wait(self._fd)
                 continue
             assert self._side is not None
@@ -227,7 +167,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 # this loop from ever yielding: cancellation is delivered here.
                 await anyio.lowlevel.checkpoint()
             else:
-                await self._wait(self._sel.fileno())
+                await self._wait(self._watch.fileno())
 
     def _take_ahead(self, max_bytes: int) -> bytes:
         # Chunk by chunk: joining the whole read-ahead (up to ahead_limit) for
@@ -243,12 +183,13 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         """Read what is ready into the read-ahead; False once it is full or
         the end was seen (stop watching the descriptor)."""
         try:
-            data = os.read(self._fd, _READ_SIZE)
-        except BlockingIOError:
-            return True
+            got = read_pipe(self._fd)
         except OSError as exc:
             _raise_if_closed(exc)
             raise
+        if got is None:
+            return True
+        data = got[0]
         if not data:
             self._ahead_eof = True
             return False
@@ -266,36 +207,44 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         """
         if self._closed:
             raise anyio.ClosedResourceError
-        sel = self._drain_sel = selectors.DefaultSelector()
+        writable = False
+
+        def on_writable(events: int) -> None:
+            nonlocal writable
+            writable = True
+
+        def on_readable(events: int) -> None:
+            if not self._read_ahead():
+                drain.remove(self._fd)
+
+        def on_side(events: int) -> None:
+            assert self._side is not None
+            self._side.service()
+
+        drain = self._drain = Reactor()
         try:
-            sel.register(fd, selectors.EVENT_WRITE)
+            drain.add(fd, on_writable, write=True)
             if not self._ahead_eof and self._ahead_size < self._ahead_limit:
-                sel.register(self._fd, selectors.EVENT_READ)
+                drain.add(self._fd, on_readable)
             if self._side is not None:
-                sel.register(self._side.fileno(), selectors.EVENT_READ)
+                drain.add(self._side.fileno(), on_side)
             while True:
-                ready = sel.select(0)
-                for key, _ in ready:
-                    if key.fd == fd:
-                        return
-                    if key.fd == self._fd:
-                        if not self._read_ahead():
-                            sel.unregister(self._fd)
-                    elif self._side is not None:
-                        self._side.service()
-                if ready:
+                busy = drain.service()
+                if writable:
+                    return
+                if busy:
                     await anyio.lowlevel.checkpoint()  # cancellable when busy
                 else:
-                    await _wait_readable(sel.fileno())
+                    await _wait_readable(drain.fileno())
         finally:
-            self._drain_sel = None
-            sel.close()
+            self._drain = None
+            drain.close()
 
     def interrupt_drain(self) -> None:
         """Wake a ``drain_until_writable`` with ClosedResourceError (its writer or
         this stream is being closed: the descriptors it watches will go)."""
-        if self._drain_sel is not None:
-            _notify_closing(self._drain_sel.fileno())
+        if self._drain is not None:
+            _notify_closing(self._drain.fileno())
 
     async def _wait(self, fd: int) -> None:
         """Wait until ``fd`` is readable; past the writer's exit, for a while.
@@ -329,10 +278,10 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
             return
         self._closed = True
         self.interrupt_drain()
-        if self._sel is not None:
-            _notify_closing(self._sel.fileno())
-            self._sel.close()
-            self._sel = None
+        if self._watch is not None:
+            _notify_closing(self._watch.fileno())
+            self._watch.close()
+            self._watch = None
         else:
             _notify_closing(self._fd)
 

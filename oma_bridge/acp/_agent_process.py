@@ -4,7 +4,7 @@
 routing table serves, authenticates when asked to, opens (or loads, or
 resumes) the session and stops the whole process group. While the agent is
 read, its stderr and the terminals' pipes are serviced as side channels
-(``backends._fdstream``), so neither a chatty agent nor a command blocks.
+(the agent's ``Reactor``), so neither a chatty agent nor a command blocks.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import anyio
 from .._os.child import Child
 from .._os.command import child_env, resolve_executable
 from .._os.exit import StderrTail, exit_error, held_open
-from .._os.fdstream import FdReceiveStream, FdSendStream, SideChannels
+from .._os.fdstream import FdReceiveStream, FdSendStream
+from .._os.reactor import Reactor, read_pipe
 from .._os.redact import secret_values
 from ..bridge import (
     BackendStartError,
@@ -62,7 +63,7 @@ class AgentProcess:
         self.config = config
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
         self.child: Child | None = None
-        self.side = SideChannels()
+        self.side = Reactor()
         self.tail = StderrTail(config.stderr_tail_bytes)
         self.secrets: tuple[str, ...] = ()
         self.writer: FdSendStream | None = None
@@ -259,7 +260,7 @@ class AgentProcess:
 
     # -- side channels ------------------------------------------------------------
 
-    def _on_exit(self) -> None:
+    def _on_exit(self, events: int) -> None:
         assert self.child is not None
         self.side.remove(self.child.pidfd)
         self.exit_seen = True
@@ -271,15 +272,15 @@ class AgentProcess:
         # With a pidfd, _on_exit says so; without, ask the kernel.
         return child.pidfd < 0 and child.has_exited()
 
-    def _drain_stderr(self) -> None:
+    def _drain_stderr(self, events: int) -> None:
         child = self.child
         assert child is not None
-        try:
-            data = os.read(child.stderr, 64 * 1024)
-        except BlockingIOError:
+        got = read_pipe(child.stderr, events)
+        if got is None:
             return
-        if data:
-            self.tail.feed(data)
+        data, ended = got
+        self.tail.feed(data)
+        if not ended:
             return
         self.side.remove(child.stderr)
         os.close(child.stderr)

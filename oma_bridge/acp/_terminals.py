@@ -2,7 +2,7 @@
 
 Each terminal is a ``Child`` in its own process group, with stdout and stderr
 merged into one bounded buffer (the oldest bytes are dropped and ``truncated``
-is set). Their pipes and pidfd are serviced through ``SideChannels`` whenever
+is set). Their pipes and pidfd are serviced through the agent's ``Reactor`` whenever
 the client waits, so a chatty command never blocks on a full pipe; without a
 pidfd (macOS, or ``pidfd_open`` refused) exit is polled in short steps. Kill
 signals the whole group; release kills, reaps and forgets it.
@@ -13,6 +13,7 @@ client's routing table maps to error codes.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -22,16 +23,18 @@ import time
 from typing import TYPE_CHECKING, NamedTuple, final
 
 import anyio
+import anyio.lowlevel
 
 from .._os.child import Child
 from .._os.command import child_env, resolve_executable
 from .._os.exit import EXIT_UNKNOWN, StderrTail, exit_signal, held_open
+from .._os.reactor import read_pipe
 from ..bridge.errors import OmaBridgeError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._os.fdstream import SideChannels
+    from .._os.reactor import Reactor
     from ._files import FileSandbox
 
 __all__ = (
@@ -45,7 +48,6 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-_READ_CHUNK = 64 * 1024
 _EXIT_POLL_MAX = 0.05  # seconds between exit checks of a terminal without a pidfd
 
 
@@ -78,9 +80,7 @@ class TerminalOutput(NamedTuple):
 
 @final
 class _Terminal:
-    def __init__(
-        self, child: Child, side: SideChannels, limit: int, command: str
-    ) -> None:
+    def __init__(self, child: Child, side: Reactor, limit: int, command: str) -> None:
         self.child = child
         self.command = command
         self.side = side
@@ -89,26 +89,25 @@ class _Terminal:
         self.exited_at: float | None = None
         self.note = ""  # what the command left behind, shown after its output
         for fd in (child.stdout, child.stderr):
-            side.add(fd, lambda fd=fd: self._on_output(fd))  # type: ignore[misc]
+            side.add(fd, functools.partial(self._on_output, fd))
         if child.pidfd >= 0:
             side.add(child.pidfd, self._on_exit)
 
-    def _on_output(self, fd: int) -> None:
-        try:
-            data = os.read(fd, _READ_CHUNK)
-        except BlockingIOError:
+    def _on_output(self, fd: int, events: int) -> None:
+        got = read_pipe(fd, events)
+        if got is None:
             return
-        if not data:
+        data, ended = got
+        self.output.feed(data)
+        if ended:
             self.side.remove(fd)
             os.close(fd)
             if fd == self.child.stdout:
                 self.child.stdout = -1
             else:
                 self.child.stderr = -1
-            return
-        self.output.feed(data)
 
-    def _on_exit(self) -> None:
+    def _on_exit(self, events: int = 0) -> None:
         if self.child.pidfd >= 0:
             self.side.remove(self.child.pidfd)
         self.exited_at = time.monotonic()
@@ -172,7 +171,7 @@ class Terminals:
 
     def __init__(
         self,
-        side: SideChannels,
+        side: Reactor,
         *,
         sandbox: FileSandbox,
         env: Mapping[str, str],
@@ -256,7 +255,7 @@ class Terminals:
         terminal = self._get(terminal_id)
         delay = 0.001
         while True:
-            self._side.service()
+            busy = self._side.service()
             if terminal.child.pidfd < 0:
                 terminal.poll_exit()
             if terminal.is_done():
@@ -276,8 +275,10 @@ class Terminals:
                 # Poll for exit in growing steps (as Child.wait_exit does),
                 # still woken at once by output, which keeps the pipes drained.
                 left, delay = delay, min(delay * 2, _EXIT_POLL_MAX)
-            with anyio.move_on_after(left):
-                await anyio.wait_readable(self._side.fileno())
+            if busy:
+                await anyio.lowlevel.checkpoint()  # a chatty command: cancellable
+            else:
+                await self._side.wait(left)
         assert terminal.exit_status is not None
         return terminal.exit_status
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, NamedTuple, final
 
-from ..backends._parsers._base import as_cost, as_int
+from ..backends.parsers._base import as_cost, as_int
 from ..bridge import (
     AgentRefusal,
     OmaBridgeError,

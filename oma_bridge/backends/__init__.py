@@ -1,4 +1,6 @@
-"""Transports that run an agent as a child process."""
+"""Transports that run an agent as a child process: ``process`` (pipes) and
+``pty`` (a terminal), fresh per run; ``parsers`` turn a CLI's JSON event stream
+into events."""
 
 from typing import TYPE_CHECKING
 

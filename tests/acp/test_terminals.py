@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from oma_bridge._os.fdstream import SideChannels
+from oma_bridge._os.reactor import Reactor
 from oma_bridge.acp._files import FileSandbox, SandboxError
 from oma_bridge.acp._terminals import (
     ExitStatus,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def terminals(
     tmp_path: Path, max_output: int = 1000, env: dict[str, str] | None = None
 ) -> Iterator[Terminals]:
-    side = SideChannels()
+    side = Reactor()
     terms = Terminals(
         side,
         sandbox=FileSandbox([str(tmp_path)], max_bytes=1000),

@@ -20,10 +20,10 @@ from oma_bridge import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from oma_bridge.backends._parsers import PARSERS, make_parser
+from oma_bridge.backends.parsers import PARSERS, make_parser
 
 if TYPE_CHECKING:
-    from oma_bridge.backends._parsers._base import StreamParser
+    from oma_bridge.backends.parsers._base import StreamParser
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 FORMATS = sorted(PARSERS)

@@ -22,7 +22,6 @@ from oma_bridge import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from oma_bridge.backends._pool import RunPool
 from oma_bridge.backends.process import ProcessBackend
 
 from ._support import HANG_GUARD, make_agent, peer, request
@@ -148,7 +147,7 @@ def test_a_batch_pool_parses_each_run() -> None:
         replay("goose-stream-json", output_format="goose-stream-json")
     )
     req = request("x")
-    with RunPool(backend) as pool:
+    with backend.run_pool() as pool:
         for n in range(3):
             assert pool.start(req, n) is None
         results = []

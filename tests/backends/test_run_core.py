@@ -18,7 +18,7 @@ from oma_bridge import (
     TextEvent,
 )
 from oma_bridge._os.exit import EXIT_UNKNOWN
-from oma_bridge.backends._run import RunCore, Step
+from oma_bridge.backends.process._core import RunCore, Step
 
 T0 = 1000.0  # the run's start on the made-up clock
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -243,11 +243,11 @@ def test_a_timeout_can_only_shorten_the_configured_one(
 
 
 def test_the_deadline_asks_to_terminate_then_the_run_times_out() -> None:
-    # The blocking and async drivers stop the group themselves.
+    # Every driver takes the step the same way (_io.advance): SIGTERM now.
     run = core(timeout=2)
     assert run.timer(T0 + 0.5) == 1.5
     assert run.next_step(T0 + 2) is Step.TERMINATE
-    run.timed_out()
+    run.terminating(T0 + 2)
     run.exited(-signal.SIGTERM, T0 + 2.1)
     assert run.next_step(T0 + 2.1) is Step.FINISH  # the pipes are not waited for
     terminal = run.finish(T0 + 2.1)
@@ -257,7 +257,7 @@ def test_the_deadline_asks_to_terminate_then_the_run_times_out() -> None:
 
 
 def test_a_terminating_run_waits_out_the_grace_then_asks_to_kill() -> None:
-    # The pool's way: SIGTERM now, SIGKILL when the grace is over.
+    # SIGTERM now, SIGKILL when the grace is over.
     run = core(timeout=1, kill_grace=0.5)
     run.terminating(T0 + 1)
     assert run.next_step(T0 + 1.2) is Step.WAIT

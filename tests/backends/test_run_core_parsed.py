@@ -20,7 +20,7 @@ from oma_bridge import (
     TokenUsage,
     ToolCallEvent,
 )
-from oma_bridge.backends._run import RunCore, Step
+from oma_bridge.backends.process._core import RunCore, Step
 from tests.fresh_python import run_python
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
@@ -169,7 +169,7 @@ def test_a_timeout_wins_over_what_the_stream_said() -> None:
     run = core(timeout=5.0)
     run.feed_stdout(stream("claude-stream-json-error"))
     assert run.next_step(T0 + 6) is Step.TERMINATE
-    run.timed_out()
+    run.terminating(T0 + 6)
     terminal = end(run, -15)
     assert isinstance(terminal.error, BackendTimeout)  # type: ignore[union-attr]
 
@@ -198,11 +198,11 @@ def test_output_past_the_cap_is_cut_and_marked() -> None:
 def test_a_text_run_does_not_load_the_parsers() -> None:
     code = (
         "import sys\n"
-        "from oma_bridge.backends._run import RunCore\n"
+        "from oma_bridge.backends.process._core import RunCore\n"
         "from oma_bridge import ProcessBackendConfig\n"
         "run = RunCore(ProcessBackendConfig(command='x'), [], now=0.0)\n"
         "run.feed_stdout(b'hi')\n"
-        "names = [m for m in sys.modules if 'backends._parsers' in m]\n"
+        "names = [m for m in sys.modules if 'backends.parsers' in m]\n"
         "print(bool(names))\n"
     )
     done = run_python(code)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from oma_bridge import BackendStartError, BackendTimeout
-from oma_bridge.backends._pool import RunPool
 from oma_bridge.backends.process import ProcessBackend, ProcessBackendConfig
 from tests.backends._support import HANG_GUARD, is_dead, peer, proc_state, request
 
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from oma_bridge import AgentRunResult
+    from oma_bridge.backends.process._pool import RunPool
 
 
 @pytest.fixture(params=["epoll", "poll"])
@@ -70,7 +70,7 @@ def drain(pool: RunPool, count: int) -> Iterator[tuple[Hashable, AgentRunResult]
 
 def timed_run(config: ProcessBackendConfig) -> tuple[AgentRunResult, float]:
     """One run through a pool of its own: its result, and seconds to get it."""
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         started = time.monotonic()
         pool.start(request("x"), "a")
         [(_, result)] = drain(pool, 1)
@@ -92,7 +92,7 @@ def wait_dead(pid: int) -> None:
 
 def test_many_runs_each_get_their_own_output(poller: str) -> None:
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
-    with RunPool(backend) as pool:
+    with backend.run_pool() as pool:
         for n in range(40):
             assert pool.start(request(f"prompt {n}"), n) is None
         assert len(pool) == 40
@@ -110,7 +110,7 @@ def test_every_child_leads_its_own_session_with_the_configured_environment() -> 
         "print(s, os.environ.get('PICKED'), os.environ.get('HOME'), sys.argv[1:])"
     )
     config = python(code, env={"PICKED": "é"}, scrub_env=("HOME",), input="argument")
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         pool.start(request("the prompt"), "a")
         [(_, result)] = drain(pool, 1)
     assert result.output == "True é None ['the prompt']\n"
@@ -134,7 +134,7 @@ def test_output_and_stderr_of_any_size_arrive_whole(poller: str, size: int) -> N
         "sys.exit(3)\n"
     )
     config = python(code, input="argument", max_output_bytes=2 << 20)
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         for n in range(3):
             pool.start(request(str(size)), n)
         results = dict(drain(pool, 3))
@@ -146,7 +146,7 @@ def test_output_and_stderr_of_any_size_arrive_whole(poller: str, size: int) -> N
 
 def test_stdin_is_the_null_device_when_the_prompt_is_not_sent() -> None:
     config = python("import sys; print(repr(sys.stdin.read()))", input="none")
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         pool.start(request("unsent"), "a")
         [(_, result)] = drain(pool, 1)
     assert result.output == "''\n"
@@ -157,7 +157,7 @@ def test_a_prompt_larger_than_the_pipe_is_written_as_the_child_reads(
 ) -> None:
     big = "x" * (1 << 20)
     config = python("import sys; print(len(sys.stdin.read()))")
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         pool.start(request(big), "big")
         [(_, result)] = drain(pool, 1)
     assert result.output == f"{len(big)}\n"
@@ -171,7 +171,7 @@ def test_prompts_around_pipe_buf_arrive_whole(size: int) -> None:
     # beyond, the stdin end turns non-blocking and the pool writes the rest.
     prompt = "é" * (size // 2) + "x" * (size % 2)
     backend = ProcessBackend(ProcessBackendConfig(command="cat"))
-    with RunPool(backend) as pool:
+    with backend.run_pool() as pool:
         pool.start(request(prompt), "a")
         [(_, result)] = drain(pool, 1)
     assert len(prompt.encode()) == size and result.output == prompt
@@ -196,7 +196,7 @@ def test_a_timed_out_run_ends_while_an_escaped_child_holds_the_pipes(
 
 def test_a_missing_command_fails_at_once_and_keeps_nothing() -> None:
     config = ProcessBackendConfig(command="oma-bridge-no-such-command")
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         result = pool.start(request("x"), "a")
         assert result is not None and len(pool) == 0
     assert isinstance(result.error, BackendStartError)
@@ -210,7 +210,7 @@ def test_a_failed_exec_fails_the_run_at_once_and_keeps_nothing(
     script = tmp_path / "broken"
     script.write_text("#!/nonexistent/interpreter\n")
     script.chmod(0o755)
-    with RunPool(ProcessBackend(ProcessBackendConfig(command=str(script)))) as pool:
+    with ProcessBackend(ProcessBackendConfig(command=str(script))).run_pool() as pool:
         result = pool.start(request("x"), "a")
         assert result is not None and len(pool) == 0
     assert isinstance(result.error, BackendStartError)
@@ -222,7 +222,7 @@ def test_a_run_past_its_timeout_gets_sigterm_then_sigkill(
 ) -> None:
     pidfile = tmp_path / "pids"
     config = peer("tree.py", str(pidfile), "--ignore-term", kill_grace=0.5)
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         started = time.monotonic()
         pool.start(request("x"), "slow", timeout=0.3)
         [(_, slow)] = drain(pool, 1)
@@ -251,7 +251,7 @@ def test_one_pool_keeps_serving_while_a_run_waits_out_its_kill_grace(
         "print('ok')\n"
     )
     config = python(code, kill_grace=1.0)
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         started = time.monotonic()
         pool.start(request("slow"), "slow", timeout=0.2)
         while not pidfile.exists():
@@ -273,7 +273,7 @@ def test_stop_kills_every_tree_and_returns_every_token(
     pidfiles = [tmp_path / f"pids{n}" for n in range(4)]
     # tree.py PIDFILE, the prompt being the pidfile's path
     config = peer("tree.py", input="argument", kill_grace=0.5)
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         for n, pidfile in enumerate(pidfiles):
             assert pool.start(request(str(pidfile)), n) is None
         deadline = time.monotonic() + HANG_GUARD
@@ -303,7 +303,7 @@ def test_leaving_the_pool_early_kills_and_reaps_every_tree(
         "time.sleep(300)\n"
     )
     config = python(code, input="argument", kill_grace=0.2)
-    with pytest.raises(KeyboardInterrupt), RunPool(ProcessBackend(config)) as pool:
+    with pytest.raises(KeyboardInterrupt), ProcessBackend(config).run_pool() as pool:
         for n, pidfile in enumerate(pidfiles):
             pool.start(request(str(pidfile)), n)
         deadline = time.monotonic() + HANG_GUARD
@@ -319,7 +319,7 @@ def test_leaving_the_pool_early_kills_and_reaps_every_tree(
 
 
 def test_wake_interrupts_a_wait() -> None:
-    with RunPool(ProcessBackend(python("pass"))) as pool:
+    with ProcessBackend(python("pass")).run_pool() as pool:
         pool.wake()
         started = time.monotonic()
         assert pool.wait(HANG_GUARD) == []
@@ -336,7 +336,7 @@ def test_a_change_to_os_environ_reaches_the_next_pool(
             monkeypatch.delenv("OMA_T")
         else:
             monkeypatch.setenv("OMA_T", value)
-        with RunPool(backend) as pool:
+        with backend.run_pool() as pool:
             for n in range(2):
                 pool.start(request("x"), n)
             seen.append({result.output for _, result in drain(pool, 2)})
@@ -349,11 +349,11 @@ def test_the_environment_is_fixed_when_the_pool_is_made(
     # One batch, one environment: a pool reads os.environ once, when made.
     backend = ProcessBackend(python("import os; print(os.environ.get('OMA_T'))"))
     monkeypatch.setenv("OMA_T", "before")
-    with RunPool(backend) as pool:
+    with backend.run_pool() as pool:
         monkeypatch.setenv("OMA_T", "after")
         pool.start(request("x"), "old")
         [(_, old)] = drain(pool, 1)
-        with RunPool(backend) as fresh:
+        with backend.run_pool() as fresh:
             fresh.start(request("x"), "new")
             [(_, new)] = drain(fresh, 1)
     assert old.output == "before\n" and new.output == "after\n"
@@ -363,7 +363,7 @@ def test_children_get_the_default_action_for_sigpipe() -> None:
     # Python ignores SIGPIPE; a child must not inherit that, or `cmd | head`
     # style agents would see EPIPE errors instead of ending quietly.
     config = ProcessBackendConfig(command="cat", args=("/proc/self/status",))
-    with RunPool(ProcessBackend(config)) as pool:
+    with ProcessBackend(config).run_pool() as pool:
         pool.start(request("x"), "a")
         [(_, result)] = drain(pool, 1)
     ignored = int(result.output.split("SigIgn:")[1].split()[0], 16)

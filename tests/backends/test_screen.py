@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oma_bridge.backends._screen import Screen, clean
+from oma_bridge.backends.pty._screen import Screen, clean
 
 
 @pytest.mark.parametrize(

@@ -1,35 +1,50 @@
 """A run's child wired to its core: what the three drivers of a run share.
 
 ``Plan`` works out a run before its spawn (its ``RunCore``, the command line)
-and starts the child; ``RunIO`` puts the child's descriptors on a selector and
-moves bytes between them and the core; ``advance`` takes the steps that need
-no waiting. The async stream and the blocking run (``_drive.py``) and
-``RunPool`` (``_pool.py``) add only how they wait.
+and starts the child; ``RunIO`` puts the child's descriptors on a ``Reactor``
+and moves bytes between them and the core; ``advance`` takes every step that
+needs no waiting, and is the one place that decides what ``TERMINATE``,
+``KILL`` and ``CLOSE_PIPES`` do. The async stream, the blocking run
+(``_drivers``) and ``RunPool`` (``_pool``) add only how they wait.
 """
 
 from __future__ import annotations
 
 import os
-import select
-import selectors
-from typing import TYPE_CHECKING, Protocol, final
+import time
+from typing import TYPE_CHECKING, NamedTuple, final
 
-from .._os.child import Child, end_stop
-from ..bridge import OmaBridgeError
-from ._run import RunCore, Step, prompt_text
+from ..._os.child import Child, begin_stop, end_stop
+from ..._os.reactor import READABLE, read_pipe
+from ...bridge import OmaBridgeError
+from .._run import prompt_text
+from ._core import RunCore, Step
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
-    from ..bridge import RunRequest
-    from .process import ProcessBackend
+    from ..._os.reactor import Reactor
+    from ...bridge import RunRequest
+    from ._config import ProcessBackendConfig
 
-__all__ = ("Plan", "RunIO", "Watcher", "advance", "selected")
+__all__ = ("Launch", "Plan", "RunIO", "advance")
 
-_READ_SIZE = 64 * 1024
-_HUP = select.POLLHUP | select.POLLERR
 #: Without a pidfd a child's exit is noticed by polling, this often (seconds).
 _EXIT_POLL = 0.05
+
+
+class Launch(NamedTuple):
+    """How a run's child starts, worked out before anything is spawned.
+
+    Attributes:
+        env: The child's environment.
+        executable: The command's path (the command as configured, on failure).
+        error: Why the command cannot start (not found, not executable), or None.
+    """
+
+    env: Mapping[bytes, bytes]
+    executable: str
+    error: OmaBridgeError | None = None
 
 
 # -- starting --------------------------------------------------------------------------
@@ -40,25 +55,22 @@ class Plan:
     """A run about to start: its core and the child's command line.
 
     Everything before the spawn; ``timeout`` can only shorten the configured
-    one, and ``events=False`` is for a pool (see ``RunCore``). ``env``: the
-    children's environment, by default the backend's as ``os.environ`` is now
-    (a pool passes the one it took when it was made).
+    one, and ``events=False`` is for a pool (see ``RunCore``).
     """
 
     def __init__(
         self,
-        backend: ProcessBackend,
+        config: ProcessBackendConfig,
         request: RunRequest,
+        launch: Launch,
         *,
         now: float,
         timeout: float | None = None,
         events: bool = True,
-        env: Mapping[bytes, bytes] | None = None,
     ) -> None:
-        config = backend.config
         self.config = config
-        self.env = backend.child_env() if env is None else env
-        self.argv = [config.command, *config.args]
+        self.env = launch.env
+        self.argv = [launch.executable, *config.args]
         self.stdin_data = b""
         text = prompt_text(request)
         if config.input == "argument":
@@ -75,15 +87,15 @@ class Plan:
             events=events,
         )
         #: False when the command cannot start: ``core`` then holds the failure.
-        self.ok = True
-        try:
-            self.argv[0] = backend.executable(self.env)
-        except OmaBridgeError as exc:
-            self.core.failed(exc)
-            self.ok = False
+        self.ok = launch.error is None
+        if launch.error is not None:
+            self.core.failed(launch.error)
 
     def spawn(self) -> Child | None:
-        """Start the child here and now; None (the core failed) if it cannot."""
+        """Start the child here and now; None (the core holds the failure) if
+        it cannot."""
+        if not self.ok:
+            return None
         try:
             return Child(
                 self.argv,
@@ -91,7 +103,7 @@ class Plan:
                 cwd=self.config.cwd,
                 pipe_stdin=self.config.input == "stdin",
                 stdin_data=self.stdin_data,
-                blocking_output=True,  # read only when select says so
+                blocking_output=True,  # read only when the reactor says so
             )
         except OmaBridgeError as exc:
             self.core.failed(exc)
@@ -101,50 +113,51 @@ class Plan:
 # -- moving bytes ----------------------------------------------------------------------
 
 
-class Watcher(Protocol):
-    """What ``RunIO`` needs of a selector (``selectors``' or the pool's poller)."""
-
-    def register(self, fd: int, events: int, data: object = None, /) -> object: ...
-
-    def unregister(self, fd: int, /) -> object: ...
-
-
 @final
 class RunIO:
-    """A run's child on a selector: moves bytes between the child and the core.
+    """A run's child on a reactor: moves bytes between the child and the core.
 
-    ``data`` is what the selector's keys carry (a pool's run); a selector of the
-    run's own carries nothing, so that a stream dropped without ``aclose()`` is
-    freed at once (refcounting) and the child's finalizer kills the tree.
+    Args:
+        core: The run's state.
+        child: Its child, just spawned.
+        reactor: Where its descriptors are watched.
+        on_io: Called after each piece of I/O (a pool notes the run then).
     """
 
     def __init__(
-        self, core: RunCore, child: Child, sel: Watcher, data: Hashable = None
+        self,
+        core: RunCore,
+        child: Child,
+        reactor: Reactor,
+        on_io: Callable[[], object] | None = None,
     ) -> None:
         self.core = core
         self.child = child
-        self._sel = sel
-        self._watched: set[int] = set()  # what this put on the selector
-        self._watch(child.stdout, selectors.EVENT_READ, data)
-        self._watch(child.stderr, selectors.EVENT_READ, data)
+        self._reactor = reactor
+        self._on_io = on_io
+        self._watched: set[int] = set()  # what this put on the reactor
+        self._watch(child.stdout, self._on_stdout)
+        self._watch(child.stderr, self._on_stderr)
         if child.pidfd >= 0:
-            self._watch(child.pidfd, selectors.EVENT_READ, data)
+            self._watch(child.pidfd, self._on_pidfd)
         # Most prompts fit in the pipe, and went in before the spawn.
         core.wrote(child.stdin_sent)
         if child.stdin >= 0:
             if self._send():
                 child.close_stdin()
             else:
-                self._watch(child.stdin, selectors.EVENT_WRITE, data)
+                self._watch(child.stdin, self._on_stdin, write=True)
 
-    def _watch(self, fd: int, events: int, data: Hashable) -> None:
-        self._sel.register(fd, events, data)
+    def _watch(
+        self, fd: int, callback: Callable[[int], None], *, write: bool = False
+    ) -> None:
+        self._reactor.add(fd, callback, write=write)
         self._watched.add(fd)
 
     def _forget(self, fd: int) -> None:
         if fd in self._watched:
             self._watched.discard(fd)
-            self._sel.unregister(fd)
+            self._reactor.remove(fd)
 
     def timer(self, now: float) -> float:
         """``core.timer``, shortened to poll for an exit no pidfd reports."""
@@ -153,61 +166,63 @@ class RunIO:
             left = min(left, _EXIT_POLL)
         return left
 
-    def handle(self, ready: Iterable[tuple[int, int]], now: float) -> None:
-        """Do the I/O that a wait said is ready: (descriptor, poll event mask)."""
+    # -- the reactor's callbacks ---------------------------------------------------
+
+    def _on_stdout(self, events: int) -> None:
+        self._take_stdout(events)
+        if self._on_io is not None:
+            self._on_io()
+
+    def _on_stderr(self, events: int) -> None:
+        self._take_stderr(events)
+        if self._on_io is not None:
+            self._on_io()
+
+    def _on_stdin(self, events: int) -> None:
+        if self._send():
+            self._unwatch(self.child.stdin)
+        if self._on_io is not None:
+            self._on_io()
+
+    def _on_pidfd(self, events: int) -> None:
+        self._exited(time.monotonic())
+        if self._on_io is not None:
+            self._on_io()
+
+    def poll_exit(self, now: float) -> None:
+        """Without a pidfd nothing reports the exit: ask the kernel (after a wait)."""
         child = self.child
-        for fd, events in ready:
-            if fd == child.stdout:
-                self._take_stdout(events)
-            elif fd == child.stderr:
-                self._take_stderr(events)
-            elif fd == child.stdin:
-                if self._send():
-                    self._unwatch(fd)
-            elif fd == child.pidfd:
-                self._on_exit(now)
         if child.pidfd < 0 and self.core.returncode is None and child.has_exited():
-            self._on_exit(now)
+            self._exited(now)
 
-    def _read(self, fd: int, events: int) -> tuple[bytes, bool] | None:
-        """What is there, and whether the pipe ended (then it is closed); None
-        when nothing is.
+    def _exited(self, now: float) -> None:
+        self.reap(now)
+        self.stop_input()
 
-        A hang-up in ``events`` means no writer is left: then a short read (or
-        none, when nothing came in) is the end of the pipe, found without
-        another wake-up and read.
-        """
-        data = b""
-        if events & select.POLLIN or not events & _HUP:
-            try:
-                data = os.read(fd, _READ_SIZE)
-            except BlockingIOError:
-                return None
-            if data and (len(data) == _READ_SIZE or not events & _HUP):
-                return data, False
-        self._unwatch(fd)
-        return data, True
+    # -- the pipes -----------------------------------------------------------------
 
-    def _take_stdout(self, events: int = select.POLLIN) -> bool:
+    def _take_stdout(self, events: int = READABLE) -> bool:
         """Take one chunk of stdout; False when there was nothing to take."""
-        got = self._read(self.child.stdout, events)
+        got = read_pipe(self.child.stdout, events)
         if got is None:
             return False
         data, ended = got
         if data:
             self.core.feed_stdout(data)
         if ended:
+            self._unwatch(self.child.stdout)
             self.core.stdout_closed()
         return not ended
 
-    def _take_stderr(self, events: int = select.POLLIN) -> bool:
-        got = self._read(self.child.stderr, events)
+    def _take_stderr(self, events: int = READABLE) -> bool:
+        got = read_pipe(self.child.stderr, events)
         if got is None:
             return False
         data, ended = got
         if data:
             self.core.feed_stderr(data)
         if ended:
+            self._unwatch(self.child.stderr)
             self.core.stderr_closed()
         return not ended
 
@@ -235,9 +250,7 @@ class RunIO:
         elif fd == child.stdin:
             child.close_stdin()
 
-    def _on_exit(self, now: float) -> None:
-        self.reap(now)
-        self.stop_input()
+    # -- the steps ---------------------------------------------------------------
 
     def reap(self, now: float) -> None:
         """Kill what is left of the group, reap the leader (``end_stop``), and
@@ -278,30 +291,37 @@ class RunIO:
         self.close_pipes()
 
     def detach(self) -> None:
-        """Take the child's descriptors off the selector (left open)."""
+        """Take the child's descriptors off the reactor (left open)."""
         for fd in list(self._watched):
             self._forget(fd)
 
 
 def advance(io: RunIO, now: float) -> Step:
-    """Take the steps that need no waiting; return the one the driver takes:
-    ``WAIT``, ``TERMINATE`` or ``FINISH``."""
+    """Take every step that needs no waiting; return ``WAIT`` (wait for I/O at
+    most ``io.timer(now)`` seconds) or ``FINISH`` (``io.flush()``, then
+    ``core.finish``).
+
+    The one place that says what the other steps do. ``TERMINATE``: the run
+    timed out, so its stdin is closed and its process group gets SIGTERM; the
+    leader's exit (or ``kill_grace``) is waited for like any I/O, so no driver
+    blocks its other work meanwhile. ``KILL``: the grace is over: SIGKILL to the
+    group, reap. ``CLOSE_PIPES``: the leader is gone and something it left
+    holds the pipes: stop reading them.
+    """
     core = io.core
-    step = core.next_step(now)
-    if step is Step.CLOSE_PIPES:
-        _log_left_behind(core.command, core.pipes_held_open())
-        io.close_pipes()
+    while True:
         step = core.next_step(now)
-    if step is Step.KILL:
-        io.reap(now)
-        step = core.next_step(now)
-    return step
-
-
-def selected(ready: list[tuple[selectors.SelectorKey, int]]) -> list[tuple[int, int]]:
-    """``selectors``' answer as ``RunIO.handle`` takes it: readiness only,
-    without the hang-ups a pool's poller reports."""
-    return [(key.fd, select.POLLIN) for key, _ in ready]
+        if step is Step.TERMINATE:
+            io.stop_input()
+            begin_stop((io.child,))
+            core.terminating(now)
+        elif step is Step.KILL:
+            io.reap(now)
+        elif step is Step.CLOSE_PIPES:
+            _log_left_behind(core.command, core.pipes_held_open())
+            io.close_pipes()
+        else:
+            return step
 
 
 def _log_left_behind(command: str, what: str) -> None:

@@ -11,19 +11,19 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, final
 
-from .._os.child import begin_stop
-from ..bridge import DoneEvent, ErrorEvent
-from ._ptyrun import TICK, PtySession, Step
+from ..._os.child import begin_stop
+from ...bridge import DoneEvent, ErrorEvent
+from ._session import TICK, PtySession, Step
 
 if TYPE_CHECKING:
     import weakref
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     import anyio
     from typing_extensions import Self
 
-    from ..bridge import AgentRunResult, RunRequest, StreamEvent
-    from .pty import PtyBackend
+    from ...bridge import AgentRunResult, RunRequest, StreamEvent
+    from ._config import PtyBackendConfig
 
 __all__ = ("PtyRun", "run_blocking")
 
@@ -31,14 +31,15 @@ __all__ = ("PtyRun", "run_blocking")
 
 
 def run_blocking(
-    backend: PtyBackend,
+    config: PtyBackendConfig,
     request: RunRequest,
+    env: Mapping[bytes, bytes],
     on_event: Callable[[StreamEvent], object] | None = None,
 ) -> AgentRunResult:
     """One run without an event loop; ``on_event`` sees every event, the
     terminal one last. Any exception stops and reaps the tree first."""
     emit = on_event or (lambda event: None)
-    session = PtySession(backend, request, time.monotonic())
+    session = PtySession(config, request, env, time.monotonic())
     try:
         while True:
             while (event := session.next_event()) is not None:
@@ -79,10 +80,15 @@ class PtyRun:
     """
 
     def __init__(
-        self, backend: PtyBackend, request: RunRequest, runs: weakref.WeakSet[PtyRun]
+        self,
+        config: PtyBackendConfig,
+        request: RunRequest,
+        env: Mapping[bytes, bytes],
+        runs: weakref.WeakSet[PtyRun],
     ) -> None:
         """``runs``: the backend's runs in flight, which this joins once started."""
-        self._backend = backend
+        self._config = config
+        self._env = env
         self._request = request
         self._runs = runs
         self._session: PtySession | None = None
@@ -100,7 +106,7 @@ class PtyRun:
             if self._closed:
                 raise StopAsyncIteration
             session = self._session = PtySession(
-                self._backend, self._request, time.monotonic()
+                self._config, self._request, self._env, time.monotonic()
             )
             self._runs.add(self)
         try:

@@ -1,35 +1,19 @@
-"""Process backend: any command-line program as a text-only agent, fresh per run.
-
-This module holds the config and the backend. A run's state lives in
-``_run.RunCore`` (no I/O); ``_runio`` wires a child to it, and three thin
-drivers wait for the I/O: the async stream and the blocking run (``_drive``)
-and the batch pool (``_pool.RunPool``). Spawning and the
-one kill-and-reap are in ``_proc``.
-"""
+"""The process backend's configuration: a command-line program, fresh per run."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, final, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-from .._os.checks import check_command, check_fields, config_from_dict
-from .._os.command import child_environb, resolve_executable
-
-# anyio is imported by the async driver where it waits: blocking runs and batch
-# jobs never start an event loop, and every process start pays for its imports.
-from ..bridge import InputProfile
-from ._drive import ProcessRun, run_blocking
+from ..._os.checks import check_command, check_fields, config_from_dict
+from ...bridge import InputProfile
+from ._backend import ProcessBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
-    from ..bridge import AgentRunResult, RunRequest, RunStream, StreamEvent
-    from ._pool import RunPool
-
-__all__ = ("OUTPUT_FORMATS", "ProcessBackend", "ProcessBackendConfig")
+__all__ = ("OUTPUT_FORMATS", "InputMode", "OutputFormat", "ProcessBackendConfig")
 
 InputMode = Literal["stdin", "argument", "none"]
 
@@ -124,72 +108,3 @@ class ProcessBackendConfig:
 
     def with_cwd(self, cwd: str) -> ProcessBackendConfig:
         return dataclasses.replace(self, cwd=cwd)
-
-
-@final
-class ProcessBackend:
-    """Runs the configured command once per run; holds no process between runs.
-
-    When the host process ignores SIGCHLD, the kernel discards each child's exit
-    status: a run that ends on its own is then a success with ``exit_code`` None
-    (as with ``subprocess``), and a warning is logged once.
-    """
-
-    def __init__(self, config: ProcessBackendConfig) -> None:
-        self.config = config
-        # Weak: a stream its consumer dropped without aclose() must be collectable,
-        # so that the child's finalizer kills and reaps the tree.
-        self._runs: weakref.WeakSet[ProcessRun] = weakref.WeakSet()
-        # The command's path per child PATH: a batch looks it up once, not per
-        # item. A failed lookup is not kept, so a later install is found.
-        self._resolved: dict[bytes | None, str] = {}
-
-    @property
-    def input_profile(self) -> InputProfile:
-        return self.config.input_profile
-
-    def stream(self, request: RunRequest) -> RunStream:
-        return ProcessRun(self, request, self._runs)
-
-    def child_env(self) -> Mapping[bytes, bytes]:
-        """The children's environment, built from ``os.environ`` as it is now:
-        a run reads it when it starts, a pool (one batch) when it is made."""
-        return child_environb(self.config.env, self.config.scrub_env)
-
-    def executable(self, env: Mapping[bytes, bytes]) -> str:
-        """The command's path under the child's ``env`` (BackendStartError if none)."""
-        search = env.get(b"PATH")
-        path = self._resolved.get(search)
-        if path is None:
-            path = resolve_executable(
-                self.config.command,
-                None if search is None else os.fsdecode(search),
-                self.config.cwd,
-            )
-            self._resolved[search] = path
-        return path
-
-    def run_blocking(
-        self,
-        request: RunRequest,
-        on_event: Callable[[StreamEvent], object] | None = None,
-    ) -> AgentRunResult:
-        """Run once without an event loop, blocking in ``select()``.
-
-        The same pump as ``stream()``, so the same events, result and cleanup;
-        ``on_event`` sees every event as it comes, the terminal one last. Any
-        exception (``KeyboardInterrupt`` included) kills and reaps the tree
-        before it propagates.
-        """
-        return run_blocking(self, request, on_event)
-
-    def run_pool(self) -> RunPool:
-        """Runs side by side without an event loop, on one selector (batch jobs)."""
-        from ._pool import RunPool  # batch only: a single run never loads it
-
-        return RunPool(self)
-
-    async def aclose(self) -> None:
-        """Stop runs still in flight (their callers see them end as aborted)."""
-        for run in list(self._runs):
-            await run.aclose()

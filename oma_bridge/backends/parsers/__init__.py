@@ -7,12 +7,11 @@ when a run uses it (``make_parser``); a text run imports none of this.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ._base import StreamParser
+from ._base import StreamParser
+from ._report import parsed_error
 
-__all__ = ("PARSERS", "make_parser")
+__all__ = ("PARSERS", "StreamParser", "make_parser", "parsed_error")
 
 #: Output format -> "module:class" of its parser. Formats that share a wire
 #: format share a class (Qwen Code and Amp write Claude Code's stream-json).

@@ -1,4 +1,4 @@
-"""One PTY run: a child on a terminal of its own (``_ptydrive`` drives it).
+"""One PTY run: a child on a terminal of its own (``_drivers`` drives it).
 
 ``PtySession`` opens a pseudo-terminal, spawns the child on it (``Child`` with
 ``terminal=``: its own session, the terminal its controlling one; the project's
@@ -8,7 +8,7 @@ events and a result. pexpect reads the terminal: its blocking
 asyncio-only, so the async driver (``PtyRun``) makes that call in a worker
 thread: the same code runs on asyncio and trio, the event loop never blocks,
 and a cancellation is noticed within a tick. The blocking driver
-(``run_blocking``) makes it directly. Both are in ``_ptydrive``.
+(``run_blocking``) makes it directly. Both are in ``_drivers``.
 
 Why not ``pexpect.spawn``: it reaps the child itself (``isalive()`` calls
 ``waitpid`` on every read, and again when collected), which races the one
@@ -31,25 +31,26 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, final
 
-from .._os.child import Child, end_stop, wait_exits_blocking
-from .._os.command import resolve_executable
-from .._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
-from .._os.redact import secret_values
-from ..bridge import (
+from ..._os.child import Child, end_stop, wait_exits_blocking
+from ..._os.command import resolve_executable
+from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
+from ..._os.redact import secret_values
+from ...bridge import (
     BackendStartError,
     BackendTimeout,
     OmaBridgeError,
     TextEvent,
 )
-from ._ending import ending
-from ._run import prompt_text
+from .._run import ending, prompt_text
 from ._screen import Screen
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pexpect.fdpexpect import fdspawn
 
-    from ..bridge import RunRequest, StreamEvent
-    from .pty import PtyBackend
+    from ...bridge import RunRequest, StreamEvent
+    from ._config import PtyBackendConfig
 
 __all__ = ("TICK", "PtySession", "Step")
 
@@ -95,8 +96,14 @@ class PtySession:
     Only ``io`` may run in another thread, and it touches only the terminal.
     """
 
-    def __init__(self, backend: PtyBackend, request: RunRequest, now: float) -> None:
-        config = self.config = backend.config
+    def __init__(
+        self,
+        config: PtyBackendConfig,
+        request: RunRequest,
+        env: Mapping[bytes, bytes],
+        now: float,
+    ) -> None:
+        self.config = config
         self._messages = request.messages
         self.started = now
         timeout = config.timeout
@@ -115,7 +122,7 @@ class PtySession:
         self._on_ready_line = False  # still on the line the prompt was typed on
         self.child: Child | None = None
         self._term: fdspawn[bytes] | None = None
-        self._env = backend.child_env()
+        self._env = env
         self.returncode: int | None = None
         self._exited_at: float | None = None
         self._eof = self.truncated = self.completed = False

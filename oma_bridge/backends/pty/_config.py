@@ -1,31 +1,20 @@
-"""PTY backend: a command-line program that insists on a terminal, fresh per run.
-
-The child runs on a pseudo-terminal of its own, in its own session (the
-terminal is its controlling one), so ``isatty()`` holds for its stdin, stdout
-and stderr. What it draws comes back as plain text (``_screen``); the raw
-stream is kept in ``AgentRunResult.raw_output``. A run is a ``_ptyrun``
-session driven by ``_ptydrive``; pexpect is imported there, when a run starts.
-"""
+"""The PTY backend's configuration: a program that needs a terminal, fresh per run."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Literal
 
-from .._os.checks import check_command
-from .._os.command import child_environb
-from ..bridge import InputProfile
+from ..._os.checks import check_command
+from ...bridge import InputProfile
+from ._backend import PtyBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
-    from ..bridge import AgentRunResult, RunRequest, RunStream, StreamEvent
-    from ._ptydrive import PtyRun
-
-__all__ = ("PtyBackend", "PtyBackendConfig")
+__all__ = ("PtyBackendConfig", "PtyInput")
 
 PtyInput = Literal["terminal", "argument", "none"]
 
@@ -121,54 +110,3 @@ class PtyBackendConfig:
 
     def with_cwd(self, cwd: str) -> PtyBackendConfig:
         return dataclasses.replace(self, cwd=cwd)
-
-
-@final
-class PtyBackend:
-    """Runs the configured command on a new terminal per run; holds nothing
-    between runs."""
-
-    def __init__(self, config: PtyBackendConfig) -> None:
-        self.config = config
-        # Weak: a stream its consumer dropped without aclose() must be
-        # collectable, so that the child's finalizer kills and reaps the tree.
-        self._runs: weakref.WeakSet[PtyRun] = weakref.WeakSet()
-
-    @property
-    def input_profile(self) -> InputProfile:
-        return self.config.input_profile
-
-    def stream(self, request: RunRequest) -> RunStream:
-        """The run's events: cleaned text line by line, then ``done`` or ``error``.
-
-        The program starts at the first ``__anext__``. Leaving early,
-        cancelling or a timeout stops its whole process tree and reaps it.
-        """
-        from ._ptydrive import PtyRun
-
-        return PtyRun(self, request, self._runs)
-
-    def child_env(self) -> Mapping[bytes, bytes]:
-        """The child's environment, built from ``os.environ`` as it is now."""
-        return child_environb(self.config.env, self.config.scrub_env)
-
-    def run_blocking(
-        self,
-        request: RunRequest,
-        on_event: Callable[[StreamEvent], object] | None = None,
-    ) -> AgentRunResult:
-        """Run once without an event loop (``Agent.run_sync``).
-
-        The same run as ``stream()``, so the same events, result and cleanup;
-        ``on_event`` sees every event as it comes, the terminal one last. Any
-        exception (``KeyboardInterrupt`` included) stops and reaps the tree
-        before it propagates.
-        """
-        from ._ptydrive import run_blocking
-
-        return run_blocking(self, request, on_event)
-
-    async def aclose(self) -> None:
-        """Stop runs still in flight (their callers see them end as aborted)."""
-        for run in list(self._runs):
-            await run.aclose()

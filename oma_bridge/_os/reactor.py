@@ -1,0 +1,270 @@
+"""The one reactor: descriptors with callbacks, serviced whenever their owner waits.
+
+A ``Reactor`` holds descriptors, each with a callback that takes its event mask
+(``READABLE``, ``WRITABLE``, ``HANGUP``). ``service`` runs the callbacks of what
+is ready, waiting up to a timeout in the kernel (the blocking drivers: a
+blocking run, the batch pool); ``wait`` does the same for async callers, waiting
+on the reactor's own descriptor with anyio (the async process run, the ACP
+agent's side channels, terminals, an fd stream). A reactor is a descriptor
+itself, so one can watch another (``add(other.fileno(), ...)``): an fd stream
+waits for its pipe and its owner's side channels in one wait.
+
+Descriptors are level-triggered: a callback must consume what is ready (or
+remove its descriptor at its end), or it runs again at the next service.
+
+``read_pipe`` is the one non-blocking pipe reader every owner of a child's
+pipes uses. This module is the only one in oma-bridge that imports ``select``
+or ``selectors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import select
+import selectors
+from typing import TYPE_CHECKING, final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = (
+    "HANGUP",
+    "PIPE_BUF",
+    "READABLE",
+    "WRITABLE",
+    "Reactor",
+    "is_readable",
+    "read_pipe",
+    "wait_readable_blocking",
+)
+
+#: Event bits a callback receives (poll's; epoll's have the same values).
+READABLE = select.POLLIN
+WRITABLE = select.POLLOUT
+#: No writer is left (or the descriptor failed): a short read is the end.
+HANGUP = select.POLLHUP | select.POLLERR
+#: The most bytes an empty pipe always takes in one write.
+PIPE_BUF = select.PIPE_BUF
+
+_READ_SIZE = 64 * 1024
+_FOREVER = math.inf
+_EPOLL = getattr(select, "epoll", None)
+
+
+def read_pipe(
+    fd: int, events: int = READABLE, size: int = _READ_SIZE
+) -> tuple[bytes, bool] | None:
+    """Read what a non-blocking pipe holds (up to ``size`` bytes): ``(data,
+    ended)``, or None when nothing is there yet.
+
+    A ``HANGUP`` in ``events`` (what a wait reported) means no writer is left:
+    then a short read, or none when nothing came in, is the end of the pipe,
+    found without another wake-up and read.
+
+    Raises:
+        OSError: anything but "nothing yet" (``EBADF`` for a closed descriptor).
+    """
+    data = b""
+    if events & READABLE or not events & HANGUP:
+        try:
+            data = os.read(fd, size)
+        except BlockingIOError:
+            return None
+        if data and (len(data) == size or not events & HANGUP):
+            return data, False
+    return data, True
+
+
+def is_readable(poller: select.poll | None, fd: int) -> tuple[select.poll, bool]:
+    """Whether ``fd`` is readable now, with the poll object to ask again next
+    time (made on first use; ``poll``, not ``select``: any descriptor number)."""
+    if poller is None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+    return poller, bool(poller.poll(0))
+
+
+def wait_readable_blocking(fds: Iterable[int], timeout: float) -> None:
+    """Block up to ``timeout`` seconds until one of ``fds`` is readable."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    poller.poll(math.ceil(max(timeout, 0) * 1000))
+
+
+def _closed(exc: OSError) -> BaseException:
+    """``anyio.ClosedResourceError`` for a descriptor closed under a wait."""
+    import anyio
+
+    if exc.errno == errno.EBADF:
+        return anyio.ClosedResourceError()
+    return exc
+
+
+@final
+class Reactor:
+    """Descriptors with callbacks, serviced when the owner waits.
+
+    epoll where the kernel has it (its event masks report a pipe's hang-up with
+    its last data); ``selectors``' default elsewhere (readiness only).
+    """
+
+    __slots__ = ("_callbacks", "_epoll", "_fd", "_selector", "_waiting", "closed")
+
+    def __init__(self) -> None:
+        self._epoll: select.epoll | None = _EPOLL() if _EPOLL is not None else None
+        self._selector: selectors.BaseSelector | None = None
+        if self._epoll is None:
+            self._selector = selectors.DefaultSelector()
+            self._fd = self._selector.fileno()
+        else:
+            self._fd = self._epoll.fileno()
+        self._callbacks: dict[int, Callable[[int], None]] = {}
+        self._waiting = 0  # tasks in wait(): close() wakes them
+        self.closed = False
+
+    def fileno(self) -> int:
+        """Readable while one of the descriptors is ready."""
+        return self._fd
+
+    def __contains__(self, fd: int) -> bool:
+        return fd in self._callbacks
+
+    def __len__(self) -> int:
+        return len(self._callbacks)
+
+    def add(
+        self, fd: int, callback: Callable[[int], None], *, write: bool = False
+    ) -> None:
+        """Call ``callback(events)`` whenever ``fd`` is readable (or, with
+        ``write``, writable) while the owner waits.
+
+        Raises:
+            anyio.ClosedResourceError: the reactor was closed.
+        """
+        if self.closed:
+            import anyio
+
+            raise anyio.ClosedResourceError
+        if self._epoll is not None:
+            self._epoll.register(fd, WRITABLE if write else READABLE)
+        else:
+            assert self._selector is not None
+            events = selectors.EVENT_WRITE if write else selectors.EVENT_READ
+            self._selector.register(fd, events)
+        self._callbacks[fd] = callback
+
+    def remove(self, fd: int) -> None:
+        """Stop watching ``fd`` (before it is closed); unknown ones are ignored."""
+        if self._callbacks.pop(fd, None) is None or self.closed:
+            return
+        if self._epoll is not None:
+            self._epoll.unregister(fd)
+        else:
+            assert self._selector is not None
+            self._selector.unregister(fd)
+
+    def _ready(self, timeout: float | None) -> list[tuple[int, int]]:
+        if self._epoll is not None:
+            return self._epoll.poll(-1 if timeout is None else timeout)
+        assert self._selector is not None
+        return [
+            (key.fd, (READABLE if mask & selectors.EVENT_READ else 0)
+             | (WRITABLE if mask & selectors.EVENT_WRITE else 0))
+            for key, mask in self._selector.select(timeout)
+        ]  # fmt: skip
+
+    def service(self, timeout: float | None = 0) -> bool:
+        """Run the callbacks of the descriptors ready within ``timeout``
+        seconds (0: now, None: however long it takes); True if one ran."""
+        if self.closed or not self._callbacks:
+            return False
+        ready = self._ready(timeout)
+        callbacks = self._callbacks
+        for fd, events in ready:
+            callback = callbacks.get(fd)  # an earlier one may have removed it
+            if callback is not None:
+                callback(events)
+        return bool(ready)
+
+    async def wait(self, timeout: float = _FOREVER) -> bool:
+        """``service``, waiting up to ``timeout`` seconds for something to be
+        ready if nothing is; cancellable at any point without loss.
+
+        A reactor closed meanwhile (or before) ends the wait at once: True if a
+        callback ran.
+
+        Raises:
+            anyio.ClosedResourceError: the reactor is closed.
+        """
+        if self.service():
+            return True
+        import anyio
+
+        if self.closed:
+            raise anyio.ClosedResourceError
+        self._waiting += 1
+        try:
+            # No deadline is the common case: no cancel scope to pay for then.
+            if timeout == _FOREVER:
+                await anyio.wait_readable(self._fd)
+            else:
+                with anyio.move_on_after(timeout):
+                    await anyio.wait_readable(self._fd)
+        except OSError as exc:  # the descriptor closed before the wait began
+            raise _closed(exc) from exc
+        finally:
+            self._waiting -= 1
+        if self.closed:
+            raise anyio.ClosedResourceError
+        return self.service()
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Service until ``predicate()`` holds; cancellable.
+
+        Busy descriptors (a chatty stderr) do not keep this loop from yielding:
+        cancellation is delivered at every turn.
+
+        Raises:
+            anyio.ClosedResourceError: the reactor was closed before it held.
+        """
+        import anyio.lowlevel
+
+        while True:
+            busy = self.service()
+            if predicate():
+                return
+            if self.closed:
+                raise anyio.ClosedResourceError
+            if busy:
+                await anyio.lowlevel.checkpoint()
+            else:
+                await self.wait()
+
+    def close(self) -> None:
+        """Close, waking the tasks in ``wait`` (they see ClosedResourceError);
+        idempotent. The descriptors themselves stay open: they are their
+        owners'."""
+        if self.closed:
+            return
+        self.closed = True
+        self._callbacks.clear()
+        if self._waiting:
+            import anyio
+
+            with contextlib.suppress(RuntimeError):  # outside an event loop
+                anyio.notify_closing(self._fd)
+        if self._epoll is not None:
+            self._epoll.close()
+        else:
+            assert self._selector is not None
+            self._selector.close()
+
+    def __enter__(self) -> Reactor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

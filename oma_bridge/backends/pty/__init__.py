@@ -1,0 +1,22 @@
+"""The PTY backend: a command-line program that insists on a terminal, fresh per run.
+
+The child runs on a pseudo-terminal of its own, in its own session (the
+terminal is its controlling one), so ``isatty()`` holds for its stdin, stdout
+and stderr. The rooms:
+
+- ``_config``: ``PtyBackendConfig``, which creates
+- ``_backend``: ``PtyBackend``, which hands each run's environment to a driver;
+- ``_session``: ``PtySession``, one run: the terminal, the child, the prompt
+  typed, what comes back turned into events and a result;
+- ``_drivers``: the async stream and the blocking run;
+- ``_screen``: a terminal's output as plain text (escape sequences out, line
+  redraws applied); the raw stream is kept in ``AgentRunResult.raw_output``.
+
+pexpect reads the terminal, imported when a run starts.
+"""
+
+from ._backend import PtyBackend
+from ._config import PtyBackendConfig, PtyInput
+from ._screen import Screen, clean
+
+__all__ = ("PtyBackend", "PtyBackendConfig", "PtyInput", "Screen", "clean")
