@@ -31,10 +31,9 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .reactor import Reactor, is_readable, read_pipe
+from .reactor import Reactor, ReadableCheck, read_pipe
 
 if TYPE_CHECKING:
-    import select
     from collections.abc import Callable
 
 __all__ = ("FdReceiveStream", "FdSendStream")
@@ -119,7 +118,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         self._ahead_limit = ahead_limit
         self._ahead_eof = False
         self._drain: Reactor | None = None  # while draining
-        self._poller: select.poll | None = None  # for ready(), made on first use
+        self._readable = ReadableCheck(fd)
         self._side = side
         self._watch: Reactor | None = None  # this fd and the side channels
         self._closed = False
@@ -138,8 +137,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         this stream is closed (it raises at once)."""
         if self._ahead or self._ahead_eof or self._closed:
             return True
-        self._poller, readable = is_readable(self._poller, self._fd)
-        return readable
+        return self._readable()
 
     async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
         if self._ahead:

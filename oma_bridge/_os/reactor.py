@@ -36,7 +36,7 @@ __all__ = (
     "READABLE",
     "WRITABLE",
     "Reactor",
-    "is_readable",
+    "ReadableCheck",
     "read_pipe",
     "wait_readable_blocking",
 )
@@ -78,13 +78,22 @@ def read_pipe(
     return data, True
 
 
-def is_readable(poller: select.poll | None, fd: int) -> tuple[select.poll, bool]:
-    """Whether ``fd`` is readable now, with the poll object to ask again next
-    time (made on first use; ``poll``, not ``select``: any descriptor number)."""
-    if poller is None:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-    return poller, bool(poller.poll(0))
+@final
+class ReadableCheck:
+    """Whether a descriptor is readable now, without waiting: one ``poll``
+    object (not ``select``: any descriptor number), made on first use."""
+
+    __slots__ = ("_fd", "_poll")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._poll: select.poll | None = None
+
+    def __call__(self) -> bool:
+        if self._poll is None:
+            self._poll = select.poll()
+            self._poll.register(self._fd, select.POLLIN)
+        return bool(self._poll.poll(0))
 
 
 def wait_readable_blocking(fds: Iterable[int], timeout: float) -> None:
