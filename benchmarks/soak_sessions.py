@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import percentile, rss_mib  # noqa: E402
 
-from oma_bridge.acp._framing import NdjsonStream  # noqa: E402
-from oma_bridge.acp.connection import Connection, RequestError  # noqa: E402
+from oma_bridge.acp.rpc._connection import Connection, RequestError  # noqa: E402
+from oma_bridge.acp.rpc._framing import NdjsonStream  # noqa: E402
 
 
 class _Editor:

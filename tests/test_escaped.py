@@ -19,8 +19,8 @@ import pytest
 
 from oma_bridge import BackendExitError, ProcessBackend, ProcessBackendConfig
 from oma_bridge._os.reactor import Reactor
-from oma_bridge.acp._files import FileSandbox
-from oma_bridge.acp._terminals import Terminals
+from oma_bridge.acp.client._files import FileSandbox
+from oma_bridge.acp.client._terminals import Terminals
 from oma_bridge.bridge import RunRequest
 
 from .acp.support import agent_for, fake_agent

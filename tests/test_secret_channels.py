@@ -30,7 +30,7 @@ from oma_bridge import (
     RemoteError,
 )
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.acp._framing import preview
+from oma_bridge.acp.rpc._framing import preview
 
 from .acp.support import PEERS, WAIT, agent_for
 from .fresh_python import oma_bridge_cli, start_cli, stop_cli

@@ -132,7 +132,7 @@ async def _serve(config: AgentConfig, args: argparse.Namespace) -> None:
 
     import anyio
 
-    from ..acp.agent import serve
+    from ..acp import serve
 
     async with anyio.create_task_group() as tg:
 

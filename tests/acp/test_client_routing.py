@@ -15,9 +15,9 @@ import pytest
 
 from oma_bridge import RemoteError
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.acp import methods as m
-from oma_bridge.acp._agent_process import AgentProcess
-from oma_bridge.acp.connection import RequestError
+from oma_bridge.acp.client._agent_process import AgentProcess
+from oma_bridge.acp.rpc import methods as m
+from oma_bridge.acp.rpc._connection import RequestError
 
 from .support import WAIT
 

@@ -10,8 +10,8 @@ import pytest
 from anyio.streams.stapled import StapledObjectStream
 
 from oma_bridge import ProtocolError, RemoteError
-from oma_bridge.acp._requests import IncomingRequests, PendingRequests
-from oma_bridge.acp.connection import Connection, RequestError
+from oma_bridge.acp.rpc._connection import Connection, RequestError
+from oma_bridge.acp.rpc._jsonrpc import IncomingRequests, PendingRequests
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -12,7 +12,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from oma_bridge.acp._files import FileSandbox, MissingFile, SandboxError
+from oma_bridge.acp.client._files import FileSandbox, MissingFile, SandboxError
 
 from .support import WAIT
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from oma_bridge.acp._files import FileSandbox, MissingFile, SandboxError
+from oma_bridge.acp.client._files import FileSandbox, MissingFile, SandboxError
 
 from .support import WAIT, agent_for, fake_agent, frames
 

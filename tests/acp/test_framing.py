@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from oma_bridge import ProtocolError
-from oma_bridge.acp._framing import NdjsonStream, encode
+from oma_bridge.acp.rpc._framing import NdjsonStream, encode
 
 
 class Chunks:

@@ -18,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from oma_bridge import ProtocolError
-from oma_bridge.acp._framing import NdjsonStream
+from oma_bridge.acp.rpc._framing import NdjsonStream
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

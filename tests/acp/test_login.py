@@ -11,7 +11,7 @@ import pytest
 
 from oma_bridge import AuthRequiredError, BackendStartError, RemoteError
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.acp._auth import agent_name, root_hint
+from oma_bridge.acp.client._auth import agent_name, root_hint
 
 from .support import PEERS, WAIT, agent_for, when_sent
 

@@ -21,8 +21,7 @@ from oma_bridge import (
     UsageEvent,
 )
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.acp._jsonrpc import RequestError
-from oma_bridge.acp._mapping import (
+from oma_bridge.acp.agent._mapping import (
     PROMPT_BLOCKS,
     display_name,
     error_reply,
@@ -30,6 +29,7 @@ from oma_bridge.acp._mapping import (
     prompt_text,
     session_update,
 )
+from oma_bridge.acp.rpc._jsonrpc import RequestError
 from oma_bridge.bridge.errors import RemoteError
 
 # -- prompt blocks -> text -----------------------------------------------------------

@@ -9,8 +9,8 @@ import anyio
 
 from oma_bridge import OmaBridgeError, ProtocolError
 from oma_bridge._os.fdstream import FdSendStream
-from oma_bridge.acp._framing import NdjsonStream
-from oma_bridge.acp._outbox import Outbox
+from oma_bridge.acp.rpc._connection import Outbox
+from oma_bridge.acp.rpc._framing import NdjsonStream
 
 
 def _failing(error: OmaBridgeError) -> OmaBridgeError:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from oma_bridge.acp._permissions import decide, outcome, permission_request
-from oma_bridge.acp._routing import Params
-from oma_bridge.acp.connection import RequestError
+from oma_bridge.acp.client._permissions import decide, outcome, permission_request
+from oma_bridge.acp.rpc._connection import RequestError
+from oma_bridge.acp.rpc._routing import Params
 
 if TYPE_CHECKING:
     from oma_bridge.acp import PermissionRequest

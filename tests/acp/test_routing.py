@@ -10,8 +10,8 @@ import anyio
 import pytest
 from anyio.streams.stapled import StapledObjectStream
 
-from oma_bridge.acp._routing import Params, Router
-from oma_bridge.acp.connection import Connection
+from oma_bridge.acp.rpc._connection import Connection
+from oma_bridge.acp.rpc._routing import Params, Router
 
 
 async def _ask(router: Router, method: str, params: Any) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def test_notifications_route_and_malformed_ones_are_dropped() -> None:
 def test_a_notification_whose_params_a_handler_rejects_is_dropped(caplog) -> None:
     seen: list[Any] = []
     router = _router(seen)
-    with caplog.at_level(logging.DEBUG, "oma_bridge.acp._routing"):
+    with caplog.at_level(logging.DEBUG, "oma_bridge.acp.rpc._routing"):
         router.handle_notification("session/cancel", {"sessionId": 7})
     assert seen == []
     [record] = caplog.records

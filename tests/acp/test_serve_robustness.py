@@ -28,9 +28,9 @@ from oma_bridge import (
 )
 from oma_bridge._os.fdstream import FdSendStream
 from oma_bridge._os.redact import REDACTED, redact_json
-from oma_bridge.acp import _transcript as transcript_module
 from oma_bridge.acp import serve_streams
-from oma_bridge.acp.connection import Connection
+from oma_bridge.acp.agent import _transcript as transcript_module
+from oma_bridge.acp.rpc._connection import Connection
 
 from .serve_memory import Echo, EditorPeer, Input, Output, serving
 from .support import WAIT

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from oma_bridge.acp import methods as m
-from oma_bridge.acp._server import Server
+from oma_bridge.acp.agent._server import Server
+from oma_bridge.acp.rpc import methods as m
 
 from .serve_memory import Echo, serving
 

@@ -89,7 +89,7 @@ async def test_load_replays_the_sessions_prompts_and_replies(tmp_path) -> None:
 
 
 def test_a_sessions_history_keeps_the_newest_within_its_bound(monkeypatch) -> None:
-    from oma_bridge.acp import _sessions
+    from oma_bridge.acp.agent import _sessions
 
     monkeypatch.setattr(_sessions, "HISTORY_CHARS", 10)
     session = _sessions.Session("s", "/", [], proxied=False)

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from oma_bridge._os.reactor import Reactor
-from oma_bridge.acp._files import FileSandbox, SandboxError
-from oma_bridge.acp._terminals import (
+from oma_bridge.acp.client._files import FileSandbox, SandboxError
+from oma_bridge.acp.client._terminals import (
     ExitStatus,
     Terminals,
     TerminalStartError,

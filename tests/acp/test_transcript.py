@@ -10,8 +10,8 @@ import pytest
 
 from oma_bridge import ProtocolError
 from oma_bridge._os.redact import REDACTED
-from oma_bridge.acp._framing import NdjsonStream
-from oma_bridge.acp._transcript import Transcript, Wire
+from oma_bridge.acp.agent._transcript import Transcript, Wire
+from oma_bridge.acp.rpc._framing import NdjsonStream
 
 from .serve_memory import Input, Output
 from .support import WAIT

@@ -18,7 +18,7 @@ from oma_bridge import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from oma_bridge.acp._updates import TurnUpdates, content_text, turn_end
+from oma_bridge.acp.client._updates import TurnUpdates, content_text, turn_end
 
 
 def fed(*updates: dict[str, Any], **kw: Any) -> TurnUpdates:

@@ -9,17 +9,15 @@ from typing import TYPE_CHECKING, Literal, TextIO, final
 
 import anyio
 
-from .._os.redact import redact_json, secret_values
-from ..bridge import ProtocolError
-from ._framing import encode
-from ._jsonrpc import is_id
+from ..._os.redact import redact_json, secret_values
+from ...bridge import ProtocolError
+from ..rpc import encode, is_id
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-    from ..bridge import JSONValue
-    from ._framing import NdjsonStream
-    from ._jsonrpc import RequestId
+    from ...bridge import JSONValue
+    from ..rpc import NdjsonStream, RequestId
 
 __all__ = ("EOF_GRACE", "WRITE_TIMEOUT", "Transcript", "Wire")
 

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from .._os.redact import redact
-from ..bridge.errors import ProtocolError
+from ..._os.redact import redact
+from ...bridge.errors import ProtocolError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
-    from ..bridge.messages import JSONValue
+    from ...bridge.messages import JSONValue
 
 __all__ = ("DEFAULT_MAX_LINE_BYTES", "NdjsonStream", "encode")
 

@@ -23,21 +23,20 @@ from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
-from ..bridge import OmaBridgeError, RemoteError
-from . import methods as m
-from ._auth import request_logged_in
-from ._jsonrpc import RequestError
+from ...bridge import OmaBridgeError, RemoteError
+from ..client import configure_session, request_logged_in
+from ..rpc import RequestError
+from ..rpc import methods as m
 from ._mapping import served_capabilities
 from ._real_agent import RealAgent
-from ._session_setup import configure_session
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Container
 
     from anyio.abc import TaskGroup
 
-    from ..bridge import JSONValue
-    from ._client_config import (
+    from ...bridge import JSONValue
+    from ..client import (
         AcpBackendConfig,
         FrameObserver,
         PermissionPolicy,

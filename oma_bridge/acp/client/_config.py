@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
-from .._os.checks import check_command, check_fields, config_from_dict
-from ..bridge import InputProfile
-from ._framing import DEFAULT_MAX_LINE_BYTES
+from ..._os.checks import check_command, check_fields, config_from_dict
+from ...bridge import InputProfile
+from ..rpc import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
-    from ..bridge import JSONValue
-    from .client import AcpBackend
+    from ...bridge import JSONValue
+    from ._backend import AcpBackend
 
 __all__ = (
     "AcpBackendConfig",
@@ -219,7 +219,7 @@ class AcpBackendConfig:
         return _ACP_PROFILE
 
     def create_backend(self) -> AcpBackend:
-        from .client import AcpBackend
+        from ._backend import AcpBackend
 
         return AcpBackend(self)
 

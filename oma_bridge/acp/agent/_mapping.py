@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..bridge import (
+from ...bridge import (
     AgentConfig,
     AgentRefusal,
     BackendExitError,
@@ -29,11 +29,11 @@ from ..bridge import (
     ToolCallEvent,
     ToolCallUpdateEvent,
 )
-from . import methods as m
-from ._jsonrpc import RequestError
+from ..rpc import RequestError
+from ..rpc import methods as m
 
 if TYPE_CHECKING:
-    from ..bridge import AgentRunResult, JSONValue, StreamEvent
+    from ...bridge import AgentRunResult, JSONValue, StreamEvent
 
 __all__ = (
     "PROMPT_BLOCKS",

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from .._os.redact import redact, redact_json
-from ..bridge import OmaBridgeError, RemoteError
-from . import methods as m
-from ._agent_process import AgentProcess
-from ._jsonrpc import RequestError
+from ..._os.redact import redact, redact_json
+from ...bridge import OmaBridgeError, RemoteError
+from ..client import AgentProcess
+from ..rpc import RequestError
+from ..rpc import methods as m
 from ._mapping import error_reply
 
 if TYPE_CHECKING:
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup, TaskStatus
 
-    from ..bridge import JSONValue
-    from ._client_config import AcpBackendConfig
-    from ._routing import Params
+    from ...bridge import JSONValue
+    from ..client import AcpBackendConfig
+    from ..rpc import Params
 
     Notify = Callable[[dict[str, JSONValue]], Awaitable[None]]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, NamedTuple, final
 
-from ..backends.parsers._base import as_cost, as_int
-from ..bridge import (
+from ...backends.parsers._base import as_cost, as_int
+from ...bridge import (
     AgentRefusal,
     OmaBridgeError,
     PlanEvent,
@@ -25,12 +25,12 @@ from ..bridge import (
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from ._framing import preview
+from ..rpc import preview
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..bridge import JSONValue, StreamEvent
+    from ...bridge import JSONValue, StreamEvent
 
 __all__ = ("TurnEnd", "TurnUpdates", "content_text", "turn_end")
 

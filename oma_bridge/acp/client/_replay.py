@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, final
 
-from ..bridge import SessionReplay
+from ...bridge import SessionReplay
 from ._updates import TurnUpdates, content_text
 
 if TYPE_CHECKING:
-    from ..bridge import JSONValue, LLMMessage
+    from ...bridge import JSONValue, LLMMessage
 
 __all__ = ("Replay",)
 

@@ -58,13 +58,10 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from ..bridge import (
-    BackendStartError,
-    OmaBridgeError,
-)
+from ...bridge import BackendStartError, OmaBridgeError
 from ._agent_process import AgentProcess
 from ._auth import timed_out
-from ._client_config import (
+from ._config import (
     AcpBackendConfig,
     ClientDelegate,
     FrameObserver,
@@ -80,7 +77,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from ..bridge import InputProfile, RunRequest, RunStream, SessionReplay
+    from ...bridge import InputProfile, RunRequest, RunStream, SessionReplay
 
 __all__ = (
     "AcpBackend",

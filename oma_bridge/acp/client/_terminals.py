@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, NamedTuple, final
 import anyio
 import anyio.lowlevel
 
-from .._os.child import Child
-from .._os.command import child_env, resolve_executable
-from .._os.exit import EXIT_UNKNOWN, StderrTail, exit_signal, held_open
-from .._os.reactor import read_pipe
-from ..bridge.errors import OmaBridgeError
+from ..._os.child import Child
+from ..._os.command import child_env, resolve_executable
+from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_signal, held_open
+from ..._os.reactor import read_pipe
+from ...bridge.errors import OmaBridgeError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._os.reactor import Reactor
+    from ..._os.reactor import Reactor
     from ._files import FileSandbox
 
 __all__ = (

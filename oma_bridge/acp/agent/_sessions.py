@@ -16,18 +16,17 @@ from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
-from ..bridge import AgentConfig, BackendConfig
+from ...bridge import AgentConfig, BackendConfig
+from ..rpc import invalid_params
 from ._mapping import display_name
-from ._routing import invalid_params
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from ..bridge import Agent, JSONValue
-    from ._jsonrpc import RequestId
+    from ...bridge import Agent, JSONValue
+    from ..rpc import Connection, RequestId
     from ._real_agent import RealAgent
     from ._server import ServeTarget
-    from .connection import Connection
 
 #: The characters of history a session keeps for ``session/load``; the oldest
 #: entries go first (a long session must not hold every reply forever).

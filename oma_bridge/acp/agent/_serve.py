@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._os.fdstream import FdReceiveStream, FdSendStream
-from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream
+from ..._os.fdstream import FdReceiveStream, FdSendStream
+from ..rpc import DEFAULT_MAX_LINE_BYTES, Connection, NdjsonStream
 from ._server import ServePermission, Server, ServeTarget
 from ._transcript import WRITE_TIMEOUT, Transcript, Wire
-from .connection import Connection
 
 if TYPE_CHECKING:
     from anyio.abc import ByteReceiveStream, ByteSendStream

@@ -11,12 +11,12 @@ import copy
 import logging
 from typing import TYPE_CHECKING
 
-from . import methods as m
+from ..rpc import methods as m
 
 if TYPE_CHECKING:
-    from ..bridge import JSONValue
-    from ._client_config import AcpBackendConfig
-    from .connection import Connection
+    from ...bridge import JSONValue
+    from ..rpc import Connection
+    from ._config import AcpBackendConfig
 
 __all__ = ("configure_session",)
 

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._os.redact import redact
-from ._client_config import PermissionRequest
-from ._routing import invalid_params
+from ..._os.redact import redact
+from ..rpc import invalid_params
+from ._config import PermissionRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
-    from ..bridge import JSONValue
-    from ._client_config import PermissionAnswer, PermissionPolicy
-    from ._routing import Params
+    from ...bridge import JSONValue
+    from ..rpc import Params
+    from ._config import PermissionAnswer, PermissionPolicy
 
 __all__ = (
     "CANCELLED_OUTCOME",

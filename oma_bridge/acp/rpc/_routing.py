@@ -14,12 +14,12 @@ import logging
 from typing import TYPE_CHECKING, final
 
 from . import methods as m
-from .connection import RequestError
+from ._connection import RequestError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from ..bridge.messages import JSONValue
+    from ...bridge.messages import JSONValue
 
 __all__ = ("Params", "Router", "invalid_params")
 

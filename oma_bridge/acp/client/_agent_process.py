@@ -17,35 +17,29 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from .._os.child import Child
-from .._os.command import child_env, resolve_executable
-from .._os.exit import StderrTail, exit_error, held_open
-from .._os.fdstream import FdReceiveStream, FdSendStream
-from .._os.reactor import Reactor, read_pipe
-from .._os.redact import secret_values
-from ..bridge import (
-    BackendStartError,
-    OmaBridgeError,
-    ProtocolError,
-    RemoteError,
-)
-from . import methods as m
+from ..._os.child import Child
+from ..._os.command import child_env, resolve_executable
+from ..._os.exit import StderrTail, exit_error, held_open
+from ..._os.fdstream import FdReceiveStream, FdSendStream
+from ..._os.reactor import Reactor, read_pipe
+from ..._os.redact import secret_values
+from ...bridge import BackendStartError, OmaBridgeError, ProtocolError, RemoteError
+from ..rpc import Connection, NdjsonStream, RequestError, preview
+from ..rpc import methods as m
 from ._auth import request_logged_in, timed_out, with_root_hint
-from ._client_router import client_capabilities, client_router
 from ._files import FileSandbox
-from ._framing import NdjsonStream, preview
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
+from ._router import client_capabilities, client_router
 from ._session_setup import configure_session
 from ._terminals import Terminals
-from .connection import Connection, RequestError
 
 if TYPE_CHECKING:
     import weakref
 
-    from ..bridge import JSONValue, SessionReplay
-    from ._client_config import AcpBackendConfig
-    from ._routing import Params
+    from ...bridge import JSONValue, SessionReplay
+    from ..rpc import Params
+    from ._config import AcpBackendConfig
     from ._turn import AcpRun
 
 __all__ = ("AgentProcess",)
@@ -183,7 +177,7 @@ class AgentProcess:
             self.loaded = await self.load(config.session_id)
 
     def _initialize_params(self) -> dict[str, JSONValue]:
-        from .._version import __version__
+        from ..._version import __version__
 
         return {
             "protocolVersion": m.PROTOCOL_VERSION,

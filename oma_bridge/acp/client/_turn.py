@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from ..bridge import (
+from ...bridge import (
     AgentRunResult,
     AuthRequiredError,
     BackendTimeout,
@@ -26,16 +26,16 @@ from ..bridge import (
     RemoteError,
     TokenUsage,
 )
-from . import methods as m
+from ..rpc import methods as m
 from ._auth import login, timed_out
 from ._updates import TurnUpdates, turn_end
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from ..bridge import RunRequest, StreamEvent
+    from ...bridge import RunRequest, StreamEvent
     from ._agent_process import AgentProcess
-    from .client import AcpBackend
+    from ._backend import AcpBackend
 
 __all__ = ("AcpRun",)
 

@@ -12,22 +12,22 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .._os.redact import redact_json
-from ..bridge import (
+from ..._os.redact import redact_json
+from ...bridge import (
     AuthRequiredError,
     BackendStartError,
     BackendTimeout,
     ProtocolError,
     RemoteError,
 )
-from . import methods as m
+from ..rpc import methods as m
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..bridge import JSONValue
+    from ...bridge import JSONValue
     from ._agent_process import AgentProcess
-    from ._client_config import AcpBackendConfig
+    from ._config import AcpBackendConfig
 
 __all__ = (
     "agent_name",
@@ -170,7 +170,7 @@ def timed_out(
 def _screen_text(broken: ProtocolError) -> str:
     """What a login screen written to the protocol stream says, as one line
     without the terminal's control sequences."""
-    from ..backends.pty._screen import clean
+    from ...backends.pty._screen import clean
 
     text = " ".join(clean(broken.line_preview or "").split())
     return f"it wrote on the protocol stream: {text}" if text else str(broken)

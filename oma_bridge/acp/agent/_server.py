@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, final
 
 import anyio
 
-from ..bridge import (
+from ...bridge import (
     Agent,
     AgentConfig,
     BackendConfig,
@@ -37,8 +37,9 @@ from ..bridge import (
     RebasableConfig,
     TextEvent,
 )
-from . import methods as m
-from ._jsonrpc import RequestError, arrival
+from ..client import AcpBackendConfig
+from ..rpc import Params, RequestError, Router, arrival, invalid_params
+from ..rpc import methods as m
 from ._mapping import (
     display_name,
     prompt_reply,
@@ -47,20 +48,18 @@ from ._mapping import (
     session_update,
 )
 from ._proxy import Proxy, editor_session_id
-from ._routing import Params, Router, invalid_params
 from ._sessions import Session, agent_config, replay, session_directory
-from .client import AcpBackendConfig
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup
 
-    from ..bridge import AgentRunResult, JSONValue
+    from ...bridge import AgentRunResult, JSONValue
+    from ..client import PermissionPolicy
+    from ..rpc import Connection
     from ._real_agent import RealAgent
     from ._transcript import Transcript
-    from .client import PermissionPolicy
-    from .connection import Connection
 
 __all__ = ("AUTH_METHODS", "ServePermission", "ServeTarget", "Server")
 
@@ -172,7 +171,7 @@ class Server:
     # -- initialize -------------------------------------------------------------------
 
     async def _initialize(self, params: Params) -> JSONValue:
-        from .._version import __version__
+        from ..._version import __version__
 
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool):

@@ -15,19 +15,18 @@ from typing import TYPE_CHECKING, Protocol, final
 
 import anyio
 
-from ..bridge import RemoteError
-from . import methods as m
+from ...bridge import RemoteError
+from ..rpc import Params, RequestError, Router, invalid_params
+from ..rpc import methods as m
 from ._files import FileAccessError, FileServiceError, MissingFile, SandboxError
 from ._permissions import CANCELLED_OUTCOME, decide, outcome, permission_request
-from ._routing import Params, Router, invalid_params
 from ._terminals import TerminalError, TerminalStartError, UnknownTerminal
-from .connection import RequestError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ..bridge import JSONValue
-    from ._client_config import AcpBackendConfig
+    from ...bridge import JSONValue
+    from ._config import AcpBackendConfig
     from ._files import FileSandbox
     from ._terminals import ExitStatus, Terminals
 

@@ -1,0 +1,32 @@
+"""The ACP client role: drive an ACP agent as a text-only backend.
+
+``AcpBackend`` keeps one agent process (``AgentProcess``: spawn, connection,
+session, auth, the client services it offers: files, terminals, permissions)
+and runs one ``AcpRun`` turn at a time through its ``TurnSlot``. The agent
+role (``acp.agent``) reuses the agent process to proxy a real agent."""
+
+from ._agent_process import AgentProcess
+from ._auth import request_logged_in
+from ._backend import AcpBackend
+from ._config import (
+    AcpBackendConfig,
+    ClientDelegate,
+    FrameObserver,
+    PermissionPolicy,
+    PermissionRequest,
+    UpdateHook,
+)
+from ._session_setup import configure_session
+
+__all__ = (
+    "AcpBackend",
+    "AcpBackendConfig",
+    "AgentProcess",
+    "ClientDelegate",
+    "FrameObserver",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "UpdateHook",
+    "configure_session",
+    "request_logged_in",
+)
