@@ -282,7 +282,7 @@ class Child:
             (the host ignores SIGCHLD, so the kernel reaped the child itself).
         """
         if self.returncode is None:
-            self.killpg(signal.SIGKILL)
+            self._killpg(signal.SIGKILL)
             try:
                 _, status = os.waitpid(self.pid, 0)
             except ChildProcessError:
@@ -309,10 +309,19 @@ class Child:
             await anyio.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    def killpg(self, sig: signal.Signals) -> None:
+    def _killpg(self, sig: signal.Signals) -> None:
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+
+    def ask_to_stop(self) -> None:
+        """SIGTERM to the whole group, without waiting or reaping: for a child
+        whose pipes another task reads to their end (that task reaps)."""
+        self._killpg(signal.SIGTERM)
+
+    def force_stop(self) -> None:
+        """SIGKILL to the whole group, without waiting or reaping."""
+        self._killpg(signal.SIGKILL)
 
     async def terminate(self, grace: float) -> int:
         """Stop the whole tree: close stdin, SIGTERM, ``grace``, SIGKILL, reap.
@@ -371,7 +380,7 @@ def begin_stop(children: Iterable[Child]) -> None:
     for child in children:
         child.close_stdin()
         if not child.has_exited():
-            child.killpg(signal.SIGTERM)
+            child.ask_to_stop()
 
 
 def end_stop(children: Iterable[Child], *, close: bool = False) -> None:

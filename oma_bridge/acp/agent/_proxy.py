@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal, final
 import anyio
 
 from ...bridge import OmaBridgeError, RemoteError
-from ..client import configure_session, request_logged_in
+from ..client import SessionState, configure_session, request_logged_in
 from ..rpc import RequestError
 from ..rpc import methods as m
 from ._mapping import served_capabilities
@@ -182,7 +182,7 @@ class Proxy:
             raise RequestError(
                 m.INTERNAL_ERROR, "The agent answered without a sessionId."
             )
-        agent.session_id = session_id
+        agent.session = SessionState(session_id)
         return result
 
     async def _load(
@@ -193,7 +193,8 @@ class Proxy:
         *,
         replay: bool,
     ) -> dict[str, JSONValue]:
-        agent.session_id = agent.editor_session = session_id
+        agent.session = SessionState(session_id)
+        agent.editor_session = session_id
         agent.silent = not replay
         # The replay goes to the editor before the answer (ACP: loading).
         agent.ready.set()
@@ -202,7 +203,7 @@ class Proxy:
         )
         agent.silent = False
         # The loaded conversation already carries the system prompt.
-        agent.system_prompt_sent = True
+        agent.session.system_prompt_sent = True
         await agent.flushed()
         return result
 

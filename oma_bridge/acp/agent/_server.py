@@ -391,9 +391,14 @@ class Server:
     async def _proxied_turn(self, session: Session, text: str) -> JSONValue:
         real = await self._open_real(session)
         config = self._config
-        if config is not None and config.system_prompt and not real.system_prompt_sent:
+        opened = real.session
+        if (
+            config is not None
+            and config.system_prompt
+            and not opened.system_prompt_sent
+        ):
             text = f"{config.system_prompt}\n\n{text}"
-        real.system_prompt_sent = True
+        opened.system_prompt_sent = True
         return await real.prompt(text)
 
     async def _open_real(self, session: Session) -> RealAgent:

@@ -5,7 +5,7 @@ session, auth, the client services it offers: files, terminals, permissions)
 and runs one ``AcpRun`` turn at a time through its ``TurnSlot``. The agent
 role (``acp.agent``) reuses the agent process to proxy a real agent."""
 
-from ._agent_process import AgentProcess
+from ._agent_process import AgentProcess, SessionState
 from ._auth import request_logged_in
 from ._backend import AcpBackend
 from ._config import (
@@ -26,6 +26,7 @@ __all__ = (
     "FrameObserver",
     "PermissionPolicy",
     "PermissionRequest",
+    "SessionState",
     "UpdateHook",
     "configure_session",
     "request_logged_in",

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -26,7 +27,7 @@ from ..._os.redact import secret_values
 from ...bridge import BackendStartError, OmaBridgeError, ProtocolError, RemoteError
 from ..rpc import Connection, NdjsonStream, RequestError, preview
 from ..rpc import methods as m
-from ._auth import request_logged_in, timed_out, with_root_hint
+from ._auth import Auth, request_logged_in, timed_out, with_root_hint
 from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
@@ -42,9 +43,20 @@ if TYPE_CHECKING:
     from ._config import AcpBackendConfig
     from ._turn import AcpRun
 
-__all__ = ("AgentProcess",)
+__all__ = ("AgentProcess", "SessionState")
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class SessionState:
+    """One ACP session of an agent process, as the turns that prompt it see it."""
+
+    id: str = ""
+    used: bool = False  # a run has prompted it
+    system_prompt_sent: bool = False  # ACP has none: the first prompt carried it
+    last_used: int = 0  # cumulative usage_update.used at the end of the last turn
+    last_cost: float | None = None
 
 
 class AgentProcess:
@@ -64,22 +76,17 @@ class AgentProcess:
         self.reader: FdReceiveStream | None = None
         self.stream: NdjsonStream | None = None
         self.conn: Connection | None = None
-        self.session_id = ""
-        self.auth_methods: list[dict[str, JSONValue]] = []
+        self.session = SessionState()  # a new record per session opened
+        self.auth = Auth()
         self.init: dict[str, JSONValue] = {}  # the answer to initialize
-        self.system_prompt_sent = False
         self.caps: dict[str, JSONValue] = {}  # agentCapabilities from initialize
         self.env: dict[str, str] = {}
-        self.authenticated = False  # authenticate succeeded (done once at most)
-        self.logging_in: str | None = None  # the method of authenticate in flight
         # While a session/load is in flight: its replayed updates go here.
         self.replay: Replay | None = None
         self.loaded: SessionReplay | None = None  # what config.session_id replayed
-        self.last_used = 0  # cumulative usage_update.used at the end of the last turn
-        self.last_cost: float | None = None
         # The run whose turn is in flight: weak, so a run its consumer dropped
-        # without aclose() dies and is noticed (see AcpBackend._active).
-        self.run: weakref.ref[AcpRun] | None = None
+        # without aclose() dies and is noticed (see TurnSlot).
+        self._run: weakref.ref[AcpRun] | None = None
         # session/update params for config.on_update, read but not yet passed on.
         self.raw_updates: deque[dict[str, JSONValue]] = deque()
         # session/cancel is on its way: permission requests get `cancelled`.
@@ -98,13 +105,17 @@ class AgentProcess:
             )
         self.router = client_router(self)
         self.stopped = False
-        self.session_used = False  # a run has prompted the current session
         self.exit_seen = False  # the pidfd said the agent exited
 
     @property
     def initialized(self) -> bool:
         """``initialize`` was answered (``caps`` are known)."""
         return bool(self.init)  # a valid answer is never empty (protocolVersion)
+
+    @property
+    def session_id(self) -> str:
+        """The open session's id ("" while none is open)."""
+        return self.session.id
 
     @property
     def broken(self) -> bool:
@@ -161,7 +172,7 @@ class AgentProcess:
                 "supports version 1."
             )
         methods = init.get("authMethods")
-        self.auth_methods = (
+        self.auth.methods = (
             [a for a in methods if isinstance(a, dict)]
             if isinstance(methods, list)
             else []
@@ -198,7 +209,7 @@ class AgentProcess:
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str):
             raise ProtocolError("The agent answered session/new without a sessionId.")
-        self.session_id = session_id
+        self.session = SessionState(session_id)
         await self._configure(result)
 
     def reopen_method(self) -> tuple[str, Literal["load", "resume"]] | None:
@@ -231,20 +242,20 @@ class AgentProcess:
         method, how = reopen
         # A load replays the conversation as session/update notifications: they
         # are history, kept apart (on_session_update), never output of a run.
-        self.session_id = session_id
+        # The earlier session carries the system prompt already.
+        self.session = SessionState(session_id, system_prompt_sent=True)
         replay = self.replay = Replay(max_output_bytes=self.config.max_output_bytes)
         try:
             result = await request_logged_in(
                 self, method, {**self._session_params(), "sessionId": session_id}
             )
         except BaseException:
-            self.session_id = ""
+            self.session = SessionState()
             raise
         finally:
             self.replay = None
-        self.system_prompt_sent = True  # the earlier session carries it already
-        self.last_used, self.last_cost = replay.turn.used or 0, replay.turn.cost
-        self.session_used = False
+        self.session.last_used = replay.turn.used or 0
+        self.session.last_cost = replay.turn.cost
         await self._configure(result)
         return replay.result(session_id, how)
 
@@ -300,7 +311,7 @@ class AgentProcess:
             return
         if self.config.on_update is not None:
             self.raw_updates.append(raw)
-        run = self.run() if self.run is not None else None
+        run = self._run() if self._run is not None else None
         update = raw.get("update")
         if not isinstance(update, dict):
             return
@@ -329,8 +340,6 @@ class AgentProcess:
             OmaBridgeError: the agent refused, broke the protocol, or took longer
                 than ``startup_timeout`` (BackendTimeout).
         """
-        self.system_prompt_sent = False
-        self.last_used, self.last_cost = 0, None  # usage is cumulative per session
         with anyio.move_on_after(self.config.startup_timeout) as scope:
             await self._open_session()
         if scope.cancelled_caught:
@@ -339,7 +348,19 @@ class AgentProcess:
                 f"Opening a new session of the ACP agent {self.config.command!r}",
                 self.config.startup_timeout,
             )
-        self.session_used = False
+
+    def attach(self, run: weakref.ref[AcpRun]) -> None:
+        """Feed the turn of ``run`` with the session's updates from now on."""
+        self._run = run
+
+    def detach(self, run: weakref.ref[AcpRun] | None) -> None:
+        """The turn of ``run`` ended: updates feed no run, cancelling is over
+        and the terminals it started are released."""
+        if self._run is run:
+            self._run = None
+        self.cancelling = False
+        if self.terminals is not None:
+            self.terminals.release_all()
 
     async def cancel_turn(self, prompt_id: int | str) -> bool:
         """Cancel the turn in flight and read it to its end, within cancel_grace.
@@ -351,6 +372,7 @@ class AgentProcess:
         """
         conn = self.conn
         assert conn is not None
+        self.cancelling = True  # permission requests now get `cancelled`
         if conn.error is not None or (self.writer and self.writer.torn):
             return False
         try:

@@ -10,6 +10,7 @@ login command where it is known.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..._os.redact import redact_json
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ._config import AcpBackendConfig
 
 __all__ = (
+    "Auth",
     "agent_name",
     "auth_required",
     "login",
@@ -57,6 +59,17 @@ _ROOT_HINT = (
 )
 
 
+@dataclass(slots=True)
+class Auth:
+    """One agent process's login: the methods it offers (from ``initialize``),
+    the method whose ``authenticate`` is in flight (left set when a deadline
+    cuts it short: see ``timed_out``), and whether one succeeded (once at most)."""
+
+    methods: list[dict[str, JSONValue]] = field(default_factory=list)
+    pending: str | None = None
+    done: bool = False
+
+
 def agent_name(config: AcpBackendConfig) -> str | None:
     """The known agent ``config`` runs (also through ``npx -y @scope/pkg@v``)."""
     for word in (config.command, *config.args):
@@ -78,7 +91,7 @@ def auth_required(
     name = agent_name(config)
     # The methods' names and descriptions are the agent's own text, shown in
     # the message: redacted, and only as many as a message can hold.
-    offered = [redact_json(dict(a)) for a in agent.auth_methods[:_MAX_METHODS]]
+    offered = [redact_json(dict(a)) for a in agent.auth.methods[:_MAX_METHODS]]
     return AuthRequiredError(
         exc.method,
         command=config.command,
@@ -102,24 +115,23 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
     wanted = agent.config.auth_method
     if wanted is None:
         raise auth_required(agent, exc) from None
-    if agent.authenticated:
+    if agent.auth.done:
         raise auth_required(
             agent,
             exc,
             tried=wanted,
             problem=f"Logged in with {wanted!r}, yet the agent still requires a login",
         ) from None
-    if wanted not in [a.get("id") for a in agent.auth_methods]:
+    if wanted not in [a.get("id") for a in agent.auth.methods]:
         raise auth_required(
             agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
         ) from None
     assert agent.conn is not None
-    # Left set when a deadline cuts the request short: see timed_out().
-    agent.logging_in = wanted
+    agent.auth.pending = wanted
     try:
         await agent.conn.request(m.AUTHENTICATE, {"methodId": wanted})
     except RemoteError as failed:
-        agent.logging_in = None
+        agent.auth.pending = None
         raise auth_required(
             agent, failed, tried=wanted, problem=f"Logging in with {wanted!r} failed"
         ) from None
@@ -127,8 +139,8 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
         # gemini's oauth-personal draws a login screen on stdout, the protocol
         # stream: a login that needs a person, as in timed_out().
         raise _unfinished(agent, wanted, _screen_text(broken)) from None
-    agent.logging_in = None
-    agent.authenticated = True
+    agent.auth.pending = None
+    agent.auth.done = True
 
 
 async def request_logged_in(
@@ -161,7 +173,7 @@ def timed_out(
     """The error for ``what`` cut short after ``timeout`` seconds: a login that
     never answered (codex-acp's ``chatgpt`` waits for a browser) is a login
     problem, which a longer timeout does not solve."""
-    wanted = agent.logging_in
+    wanted = agent.auth.pending
     if wanted is None:
         return BackendTimeout(what, timeout=timeout)
     return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
@@ -170,7 +182,7 @@ def timed_out(
 def _screen_text(broken: ProtocolError) -> str:
     """What a login screen written to the protocol stream says, as one line
     without the terminal's control sequences."""
-    from ...backends.pty._screen import clean
+    from ...backends.pty import clean
 
     text = " ".join(clean(broken.line_preview or "").split())
     return f"it wrote on the protocol stream: {text}" if text else str(broken)

@@ -18,7 +18,6 @@ import itertools
 import logging
 import math
 import os
-import signal
 import time
 from typing import TYPE_CHECKING, NamedTuple, final
 
@@ -146,7 +145,7 @@ class _Terminal:
 
     def kill(self) -> None:
         if self.exit_status is None:
-            self.child.killpg(signal.SIGKILL)
+            self.child.force_stop()
 
     def release(self) -> None:
         for fd in (self.child.stdout, self.child.stderr, self.child.pidfd):

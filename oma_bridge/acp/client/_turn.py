@@ -1,9 +1,11 @@
-"""One ACP prompt turn (``AcpRun``), pumped in its consumer's own task.
+"""One ACP prompt turn (``AcpRun``), pumped in its consumer's own task, and
+the ``TurnSlot`` that lets one turn at a time have the session.
 
-``AcpBackend.stream`` hands one out per run; ``client``'s module docstring says
-how runs are driven, cancelled and closed. A turn ends at the agent's answer to
-its ``session/prompt``: before prompting, a run reads what the agent sent since
-the last answer with no turn attached, so those updates reach no run's output.
+``AcpBackend.stream`` hands one out per run; ``_backend``'s module docstring
+says how runs are driven, cancelled and closed. A turn ends at the agent's
+answer to its ``session/prompt``: before prompting, a run reads what the agent
+sent since the last answer with no turn attached, so those updates reach no
+run's output.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
@@ -34,10 +36,11 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ...bridge import RunRequest, StreamEvent
-    from ._agent_process import AgentProcess
-    from ._backend import AcpBackend
+    from ._agent_process import AgentProcess, SessionState
+    from ._backend import AgentKeeper
+    from ._config import AcpBackendConfig
 
-__all__ = ("AcpRun",)
+__all__ = ("AcpRun", "TurnSlot")
 
 # Under the name it always had (these logs came from client.py): logging filters
 # may name it.
@@ -45,16 +48,121 @@ logger = logging.getLogger("oma_bridge.acp.client")
 
 _NO_DEADLINE = float("inf")
 
+#: How often a run queued behind another checks whether that one was abandoned
+#: (dropped without aclose(): nothing wakes the queue then).
+_ABANDONED_POLL = 0.2
+
+RunRef = weakref.ref["AcpRun"]
+
+
+@final
+class TurnSlot:
+    """One turn at a time per session: the run holding it, the runs queued for
+    it, and whether the backend was closed (then nobody gets it again).
+
+    The holder is held weakly on purpose: a run dropped by its consumer without
+    aclose() (``async for ... break``) has no finalizer that may await, so its
+    death is how the next run learns the turn was abandoned (a dead reference
+    here): that run stops the agent, whose turn state it cannot know.
+    """
+
+    __slots__ = ("_holder", "_idle", "_queued", "_unqueued", "closed")
+
+    def __init__(self) -> None:
+        self._holder: RunRef | None = None
+        self._idle: anyio.Event | None = None  # set when the slot is released
+        self._queued = 0  # runs waiting in take()
+        self._unqueued: anyio.Event | None = None  # set when _queued drops to 0
+        self.closed = False
+
+    def holder(self) -> AcpRun | None:
+        """The run in flight, if it is still alive."""
+        return self._holder() if self._holder is not None else None
+
+    async def take(self, run: RunRef) -> Literal["free", "abandoned", "closed"]:
+        """Wait until no live run holds the slot, then hold it for ``run``:
+        ``abandoned`` when the one before was dropped in mid-turn, ``closed``
+        (not held) when the backend was closed meanwhile."""
+        if self._holder is not None:
+            await self._wait_free()
+        if self.closed:
+            return "closed"
+        abandoned = self._holder is not None  # a dead reference
+        self._holder = run
+        return "abandoned" if abandoned else "free"
+
+    async def _wait_free(self) -> None:
+        self._queued += 1
+        try:
+            # Hold no strong reference to the holder while waiting: its death
+            # comes without a wake-up, so look again now and then.
+            while self.holder() is not None and not self.closed:
+                if self._idle is None:
+                    self._idle = anyio.Event()
+                with anyio.move_on_after(_ABANDONED_POLL):
+                    await self._idle.wait()
+        finally:
+            self._queued -= 1
+            if not self._queued and self._unqueued is not None:
+                self._unqueued.set()
+                self._unqueued = None
+
+    def release(self, run: RunRef | None) -> None:
+        """``run`` lets go of the slot (if it holds it); the next one may go."""
+        if run is not None and self._holder is run:
+            self._holder = None
+            self._wake()
+
+    def close(self) -> RunRef | None:
+        """Nobody takes the slot again; queued runs leave. Returns the holder."""
+        self.closed = True
+        self._wake()
+        return self._holder
+
+    async def released(self, run: RunRef | None, within: float) -> bool:
+        """Wait up to ``within`` seconds for ``run`` to let go (or die)."""
+
+        def held() -> bool:
+            return run is not None and self._holder is run and run() is not None
+
+        with anyio.move_on_after(within):
+            while held():
+                if self._idle is None:
+                    self._idle = anyio.Event()
+                await self._idle.wait()
+        return not held()
+
+    async def drained(self, within: float) -> None:
+        """Wait up to ``within`` seconds for the queued runs to leave."""
+        with anyio.move_on_after(within):
+            while self._queued:
+                if self._unqueued is None:
+                    self._unqueued = anyio.Event()
+                await self._unqueued.wait()
+
+    def _wake(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
 
 @final
 class AcpRun:
     """One ``session/prompt`` turn, pumped in the consumer's own task."""
 
-    def __init__(self, backend: AcpBackend, request: RunRequest) -> None:
-        self._backend = backend
-        self._config = backend.config
+    def __init__(
+        self,
+        config: AcpBackendConfig,
+        slot: TurnSlot,
+        agents: AgentKeeper,
+        request: RunRequest,
+    ) -> None:
+        self._config = config
+        self._slot = slot
+        self._agents = agents
         self._request = request
         self._agent: AgentProcess | None = None
+        self._session: SessionState | None = None  # the agent's, while prompting
         self._prompt_id: int | str | None = None
         # Fed by the agent's routing table with this turn's session/updates.
         self.turn = TurnUpdates(max_output_bytes=self._config.max_output_bytes)
@@ -62,12 +170,11 @@ class AcpRun:
         self._deadline = _NO_DEADLINE
         self._begun = False
         self._finished = False
-        self._owns_backend = False
-        # The one weak reference to this run the backend and the agent hold
+        # The one weak reference to this run the slot and the agent hold
         # (while it is theirs): identity says whose it is without calling it.
-        self._ref: weakref.ref[AcpRun] | None = None
-        self.closing = False
-        self._system_sent_before = False  # agent.system_prompt_sent before _prompt
+        self._ref: RunRef | None = None
+        self._closing = False  # the pipes were closed under it
+        self._system_sent_before = False  # session.system_prompt_sent before _prompt
 
     def __aiter__(self) -> Self:
         return self
@@ -92,7 +199,7 @@ class AcpRun:
             )
             if self._agent is not None and self._agent.conn is not None:
                 error = self._agent.conn.fail(error)
-            self.closing = True
+            self._closing = True
             return await self._fail(error)
         except BaseException:
             await self.aclose()
@@ -124,34 +231,30 @@ class AcpRun:
     # -- start -------------------------------------------------------------------
 
     async def _begin(self) -> OmaBridgeError | None:
-        backend = self._backend
-        if backend._active is not None:  # another run holds (or held) the session
-            await backend._wait_turn()
-        if backend._closed:
-            self.closing = True
-            return backend._closed_error()
-        abandoned = backend._active is not None  # a dead reference
-        backend._active = self._ref = weakref.ref(self)
-        self._owns_backend = True
+        agents, ref = self._agents, weakref.ref(self)
+        taken = await self._slot.take(ref)
+        if taken == "closed":
+            return agents.closed_error()
+        self._ref = ref
         self._started = time.monotonic()
-        if abandoned:
+        if taken == "abandoned":
             logger.warning(
                 "a run of %r was dropped without aclose() in mid-turn; "
                 "restarting the agent",
                 self._config.command,
             )
-            await backend._drop_agent()
+            await agents.drop()
         try:
-            agent = await backend._agent_for_run()
+            agent = await agents.get()
         except OmaBridgeError as exc:
             return exc
         self._agent = agent
-        if self._config.session_per_run and agent.session_used:
+        if self._config.session_per_run and agent.session.used:
             try:
                 await agent.new_session()  # cancelled here: aclose() drops the agent
             except OmaBridgeError as exc:
                 self._agent = None
-                await backend._drop_agent()  # the next run starts a fresh agent
+                await agents.drop()  # the next run starts a fresh agent
                 return exc
         if agent.has_unread():  # rarely: the agent wrote after its last answer
             await self._read_late_frames(agent)
@@ -161,9 +264,10 @@ class AcpRun:
     async def _read_late_frames(self, agent: AgentProcess) -> None:
         """Read what the agent has sent since the last turn's answer.
 
-        A turn ends at its answer: no run is fed while this reads (``agent.run``
-        is None), so late ``session/update``s reach no output; requests are
-        served as usual. Bounded by ``cancel_grace`` (a frame left half-written).
+        A turn ends at its answer: no run is fed while this reads (none is
+        attached to the agent), so late ``session/update``s reach no output;
+        requests are served as usual. Bounded by ``cancel_grace`` (a frame left
+        half-written).
 
         Raises:
             ProtocolError: the connection broke, or a frame stayed half-written.
@@ -191,21 +295,22 @@ class AcpRun:
 
     async def _prompt(self, agent: AgentProcess) -> None:
         """Send ``session/prompt``; the run's deadline starts now, not at spawn."""
-        agent.session_used = True
-        assert agent.conn is not None
+        session = self._session = agent.session
+        session.used = True
+        assert agent.conn is not None and self._ref is not None
         text = self._request.prompt
-        self._system_sent_before = agent.system_prompt_sent
-        if self._request.system_prompt and not agent.system_prompt_sent:
+        self._system_sent_before = session.system_prompt_sent
+        if self._request.system_prompt and not session.system_prompt_sent:
             # ACP has no system prompt; the session's first prompt carries it.
             text = f"{self._request.system_prompt}\n\n{text}"
         # Usage is cumulative per session: the turn reports its increase.
-        self.turn.base_used, self.turn.base_cost = agent.last_used, agent.last_cost
-        agent.run = self._ref
+        self.turn.base_used, self.turn.base_cost = session.last_used, session.last_cost
+        agent.attach(self._ref)
         self._prompt_id = await agent.conn.send_request(
             m.SESSION_PROMPT,
-            {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": text}]},
+            {"sessionId": session.id, "prompt": [{"type": "text", "text": text}]},
         )
-        agent.system_prompt_sent = True
+        session.system_prompt_sent = True
         if self._config.timeout is not None:
             self._deadline = time.monotonic() + self._config.timeout
 
@@ -233,9 +338,9 @@ class AcpRun:
             if scope.cancelled_caught:
                 unfinished = timed_out(agent, m.AUTHENTICATE, limit)
                 with anyio.CancelScope(shield=True):
-                    await self._backend._drop_agent()  # authenticate still pending
+                    await self._agents.drop()  # authenticate still pending
                 return self._terminal(unfinished)
-            agent.system_prompt_sent = self._system_sent_before  # it was refused
+            agent.session.system_prompt_sent = self._system_sent_before  # refused
             await self._prompt(agent)
             return await self._next_event()
         usage = self.turn.usage(reply)
@@ -249,12 +354,12 @@ class AcpRun:
         )
 
     def _commit_usage(self) -> None:
-        agent = self._agent
-        assert agent is not None
+        session = self._session
+        assert session is not None
         if self.turn.used is not None:
-            agent.last_used = self.turn.used
+            session.last_used = self.turn.used
         if self.turn.cost is not None:
-            agent.last_cost = self.turn.cost
+            session.last_cost = self.turn.cost
 
     async def _fail(self, exc: OmaBridgeError) -> StreamEvent:
         agent = self._agent
@@ -265,8 +370,8 @@ class AcpRun:
                 and agent.conn.error is not None
             ):
                 exc = await agent.explain(exc)  # cancellable: waits for the exit
-                await self._backend._drop_agent()
-            aborted = self.closing or self._backend._closed
+                await self._agents.drop()
+            aborted = self._closing or self._slot.closed
             return self._terminal(exc, aborted=aborted)
         finally:
             if not self._finished:  # cancelled in explain(): stop the turn anyway
@@ -288,13 +393,12 @@ class AcpRun:
         with anyio.CancelScope(shield=True):
             if agent is None or agent.conn is None or self._prompt_id is None:
                 if agent is not None and self._prompt_id is None:
-                    await self._backend._drop_agent()  # cancelled while starting
+                    await self._agents.drop()  # cancelled while starting
                 return
-            agent.cancelling = True  # cleared by _release()
             if await agent.cancel_turn(self._prompt_id):
                 self._commit_usage()
             else:
-                await self._backend._drop_agent()
+                await self._agents.drop()
 
     def _terminal(
         self,
@@ -329,17 +433,9 @@ class AcpRun:
 
     def _release(self) -> None:
         self._finished = True
-        agent = self._agent
-        if agent is not None:
-            if agent.run is self._ref:
-                agent.run = None
-            agent.cancelling = False
-            if agent.terminals is not None:
-                agent.terminals.release_all()
-        backend = self._backend
-        if self._owns_backend and backend._active is self._ref:
-            backend._active = None
-            backend._wake_queued()
+        if self._agent is not None:
+            self._agent.detach(self._ref)
+        self._slot.release(self._ref)
 
     @property
     def finished(self) -> bool:
@@ -351,7 +447,7 @@ class AcpRun:
         if self._finished:
             return
         self._finished = True
-        if self._owns_backend:
+        if self._ref is not None:  # it holds the slot
             await self._cancel_turn()
         self._release()
 
