@@ -5,11 +5,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..._os.checks import check_command, check_fields, config_from_dict
 from ...bridge import InputProfile
 from ..rpc import DEFAULT_MAX_LINE_BYTES
+from ._permissions import (
+    PermissionAnswer,
+    PermissionCallback,
+    PermissionPolicy,
+    PermissionRequest,
+)
 
 if TYPE_CHECKING:
     from ...bridge import JSONValue
@@ -30,31 +36,6 @@ _POLICIES = ("auto-approve", "reject", "read-only")
 _ACP_PROFILE = InputProfile(transport="acp")  # asked for twice a turn: made once
 
 
-class PermissionRequest(NamedTuple):
-    """What a permission callback is asked about (``session/request_permission``).
-
-    Attributes:
-        title: The tool call's title, as the agent gave it.
-        kind: The tool kind ("read", "edit", "execute", ...), if given.
-        option_kinds: The kinds of the options offered, in order.
-        options: The options as sent (``optionId``, ``name``, ``kind``).
-        tool_call: The tool call as sent.
-        session_id: The ACP session.
-    """
-
-    title: str
-    kind: str | None
-    option_kinds: tuple[str, ...]
-    options: tuple[dict[str, JSONValue], ...]
-    tool_call: dict[str, JSONValue]
-    session_id: str
-
-
-PermissionAnswer: TypeAlias = bool | str
-PermissionCallback: TypeAlias = Callable[
-    [PermissionRequest],
-    PermissionAnswer | Awaitable[PermissionAnswer | None] | None,
-]
 #: ``delegate(method, params)``: serves a request the agent makes of its client;
 #: None means "not served here" (see ``AcpBackendConfig.delegate``).
 ClientDelegate: TypeAlias = Callable[[str, "JSONValue"], Awaitable["JSONValue"]]
@@ -64,9 +45,6 @@ UpdateHook: TypeAlias = Callable[[dict[str, "JSONValue"]], Awaitable[None]]
 #: ``on_frame(direction, message)``: sees a JSON-RPC message to ("out") or from
 #: ("in") the agent (see ``AcpBackendConfig.on_frame``).
 FrameObserver: TypeAlias = Callable[[Literal["in", "out"], "JSONValue"], None]
-PermissionPolicy: TypeAlias = (
-    Literal["auto-approve", "reject", "read-only"] | PermissionCallback
-)
 
 
 @dataclass(frozen=True, kw_only=True)

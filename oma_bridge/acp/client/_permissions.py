@@ -12,26 +12,59 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
 
 import anyio
 
 from ..._os.redact import redact
 from ..rpc import invalid_params
-from ._config import PermissionRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Coroutine
 
     from ...bridge import JSONValue
     from ..rpc import Params
-    from ._config import PermissionAnswer, PermissionPolicy
 
 __all__ = (
     "CANCELLED_OUTCOME",
+    "PermissionAnswer",
+    "PermissionCallback",
+    "PermissionPolicy",
+    "PermissionRequest",
     "decide",
     "outcome",
     "permission_request",
+)
+
+
+class PermissionRequest(NamedTuple):
+    """What a permission callback is asked about (``session/request_permission``).
+
+    Attributes:
+        title: The tool call's title, as the agent gave it.
+        kind: The tool kind ("read", "edit", "execute", ...), if given.
+        option_kinds: The kinds of the options offered, in order.
+        options: The options as sent (``optionId``, ``name``, ``kind``).
+        tool_call: The tool call as sent.
+        session_id: The ACP session.
+    """
+
+    title: str
+    kind: str | None
+    option_kinds: tuple[str, ...]
+    options: tuple[dict[str, JSONValue], ...]
+    tool_call: dict[str, JSONValue]
+    session_id: str
+
+
+PermissionAnswer: TypeAlias = bool | str
+PermissionCallback: TypeAlias = Callable[
+    [PermissionRequest],
+    PermissionAnswer | Awaitable[PermissionAnswer | None] | None,
+]
+PermissionPolicy: TypeAlias = (
+    Literal["auto-approve", "reject", "read-only"] | PermissionCallback
 )
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ file sandbox and the terminals become JSON-RPC errors.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, final
 
 import anyio
 
@@ -26,13 +26,12 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ...bridge import JSONValue
-    from ._config import AcpBackendConfig
-    from ._files import FileSandbox
+    from ._agent_process import AgentProcess
     from ._terminals import ExitStatus, Terminals
 
     Handler = Callable[[Params], Awaitable[JSONValue]]
 
-__all__ = ("ClientSide", "client_capabilities", "client_router")
+__all__ = ("client_capabilities", "client_router")
 
 _TERMINAL_METHODS = (
     m.TERMINAL_CREATE,
@@ -51,26 +50,7 @@ _ERROR_CODES: tuple[tuple[type[Exception], int], ...] = (
 )
 
 
-class ClientSide(Protocol):
-    """What the table needs of the agent process it serves."""
-
-    config: AcpBackendConfig
-    sandbox: FileSandbox
-    terminals: Terminals | None
-
-    @property
-    def cancelling(self) -> bool:
-        """``session/cancel`` is on its way: permissions are ``cancelled``."""
-        ...
-
-    async def keep_drained(self) -> None:
-        """Service the agent's side channels until cancelled."""
-        ...
-
-    def on_session_update(self, params: Params) -> None: ...
-
-
-def client_router(side: ClientSide) -> Router:
+def client_router(side: AgentProcess) -> Router:
     """The table for ``side``: one handler per method its config serves."""
     return _ClientRoutes(side).router()
 
@@ -95,7 +75,7 @@ def _rpc_error(exc: FileServiceError | TerminalError) -> RequestError:
 
 @final
 class _ClientRoutes:
-    def __init__(self, side: ClientSide) -> None:
+    def __init__(self, side: AgentProcess) -> None:
         self.side = side
         self.config = side.config
 
