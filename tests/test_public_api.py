@@ -61,10 +61,30 @@ def test_packages_declare_all_as_a_tuple(name):
     assert isinstance(importlib.import_module(name).__all__, tuple)
 
 
-def test_top_level_all_is_sorted():
-    # As ruff's RUF022 sorts it: constants (OUTPUT_FORMATS) first, then the rest.
-    names = list(oma_bridge.__all__)
-    assert names == sorted(names, key=lambda name: (not name.isupper(), name))
+def test_the_typing_block_lists_the_table_of_public_names():
+    # The names are written once, in _EXPORTS; type checkers read the
+    # TYPE_CHECKING block instead, which must say the same, module for module.
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(oma_bridge.__file__).read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If))
+    typed = {
+        imp.module: tuple(alias.name for alias in imp.names)
+        for imp in block.body
+        if isinstance(imp, ast.ImportFrom)
+    }
+    assert all(
+        alias.asname == alias.name
+        for imp in block.body
+        if isinstance(imp, ast.ImportFrom)
+        for alias in imp.names
+    ), "each name is re-exported as itself (`name as name`)"
+    table = {
+        module: tuple(sorted(names)) for module, names in oma_bridge._EXPORTS.items()
+    }
+    assert {module: tuple(sorted(names)) for module, names in typed.items()} == table
+    assert set(oma_bridge.__all__) == {"__version__", *oma_bridge._HOME}
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)
@@ -126,10 +146,9 @@ def test_the_package_and_the_cli_entry_load_no_library_module():
     assert modules == "oma_bridge.bridge._agent oma_bridge.presets._presets"
 
 
-def test_a_plain_cli_run_builds_no_structured_stream_types():
-    # A text run makes text, done and error events only: the events and records
-    # of structured streams (ACP, JSON output formats) load on first use. The
-    # top-level parser (every command's) is not built for a command given first.
+def test_a_plain_cli_run_loads_only_its_command():
+    # The top-level parser (every command's) is not built for a command given
+    # first, and a run loads the process backend, not the others.
     code = (
         "import json, sys\nfrom oma_bridge.cli import main\n"
         "status = main(['run', '--process', 'cat', 'hello'])\n"
@@ -141,8 +160,10 @@ def test_a_plain_cli_run_builds_no_structured_stream_types():
     status, loaded = last.split(" ", 1)
     assert (reply, status) == ("hello", "0")
     modules = json.loads(loaded)
-    assert "oma_bridge.backends._run" in modules  # the run did go through the core
-    assert "oma_bridge.bridge._structured" not in modules
+    assert "oma_bridge.backends.process._core" in modules  # the run went through it
+    assert not [
+        m for m in modules if m.startswith(("oma_bridge.acp", "oma_bridge.batch"))
+    ]
     assert [m for m in modules if m.startswith("oma_bridge.cli.")] == [
         "oma_bridge.cli._agent_options",
         "oma_bridge.cli._main",
@@ -151,17 +172,11 @@ def test_a_plain_cli_run_builds_no_structured_stream_types():
     ]
 
 
-def test_structured_stream_types_load_on_first_use():
+def test_the_stream_event_union_names_every_event():
     from typing import get_args
 
-    from oma_bridge.bridge import _structured, events
+    from oma_bridge.bridge import events
 
-    names = ("PlanEvent", "ThoughtEvent", "ToolCallEvent", "ToolCallUpdateEvent")
-    for name in (*names, "UsageEvent"):
-        assert getattr(oma_bridge, name) is getattr(_structured, name)
-        assert getattr(events, name) is getattr(_structured, name)
-    assert oma_bridge.ToolCallRecord is _structured.ToolCallRecord
-    assert oma_bridge.SessionReplay is _structured.SessionReplay
     union = get_args(oma_bridge.StreamEvent)
     assert [kind.__name__ for kind in union] == [
         "TextEvent",
@@ -174,5 +189,4 @@ def test_structured_stream_types_load_on_first_use():
         "ErrorEvent",
     ]
     assert oma_bridge.StreamEvent is events.StreamEvent
-    with pytest.raises(AttributeError):
-        events.NoSuchEvent  # noqa: B018
+    assert all(getattr(oma_bridge, kind.__name__) is kind for kind in union)

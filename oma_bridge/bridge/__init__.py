@@ -1,9 +1,8 @@
 """The Agent facade and the contracts every backend implements."""
 
-from typing import TYPE_CHECKING
-
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
-from ._results import AgentRunResult, TokenUsage
+from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
+from ._results import AgentRunResult, TokenUsage, ToolCallRecord
 from .backend import (
     AgentBackend,
     BackendConfig,
@@ -14,6 +13,7 @@ from .backend import (
     RunRequest,
     RunStream,
     SessionBackend,
+    SessionReplay,
 )
 from .errors import (
     AgentRefusal,
@@ -27,31 +27,28 @@ from .errors import (
     RemoteError,
     UnsupportedContentBlockError,
 )
-from .events import DoneEvent, ErrorEvent, TextEvent
-
-if TYPE_CHECKING:
-    from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
-    from ._structured import (
-        PlanEvent,
-        SessionReplay,
-        ThoughtEvent,
-        ToolCallEvent,
-        ToolCallRecord,
-        ToolCallUpdateEvent,
-        UsageEvent,
-    )
-    from .events import StreamEvent
-    from .messages import (
-        ContentBlock,
-        ImageBlock,
-        JSONValue,
-        LLMMessage,
-        MediaSource,
-        TextBlock,
-        ToolResultBlock,
-        ToolUseBlock,
-        VideoBlock,
-    )
+from .events import (
+    DoneEvent,
+    ErrorEvent,
+    PlanEvent,
+    StreamEvent,
+    TextEvent,
+    ThoughtEvent,
+    ToolCallEvent,
+    ToolCallUpdateEvent,
+    UsageEvent,
+)
+from .messages import (
+    ContentBlock,
+    ImageBlock,
+    JSONValue,
+    LLMMessage,
+    MediaSource,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    VideoBlock,
+)
 
 __all__ = (
     "AfterRunHook",
@@ -103,47 +100,3 @@ __all__ = (
     "VideoBlock",
     "run_agent",
 )
-
-
-# Imported on first use: a single run (the CLI's) needs neither the hooks'
-# names (without hooks), nor the message types (annotations), nor what only
-# structured streams make (see events).
-_LAZY = {
-    **dict.fromkeys(("AfterRunHook", "BeforeRunContext", "BeforeRunHook"), "_hooks"),
-    **dict.fromkeys(
-        (
-            "PlanEvent",
-            "StreamEvent",
-            "ThoughtEvent",
-            "ToolCallEvent",
-            "ToolCallUpdateEvent",
-            "UsageEvent",
-        ),
-        "events",
-    ),
-    **dict.fromkeys(("SessionReplay", "ToolCallRecord"), "_structured"),
-    **dict.fromkeys(
-        (
-            "ContentBlock",
-            "ImageBlock",
-            "JSONValue",
-            "LLMMessage",
-            "MediaSource",
-            "TextBlock",
-            "ToolResultBlock",
-            "ToolUseBlock",
-            "VideoBlock",
-        ),
-        "messages",
-    ),
-}
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
     from ._held import HeldLoop
     from ._hooks import AfterRunHook, BeforeRunHook
     from ._results import AgentRunResult
-    from ._structured import SessionReplay
-    from .backend import InputProfile
+    from .backend import InputProfile, SessionReplay
     from .events import StreamEvent
     from .messages import ContentBlock, LLMMessage
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from ._structured import ToolCallRecord
     from .errors import OmaBridgeError
-    from .messages import LLMMessage
+    from .messages import JSONValue, LLMMessage
 
-__all__ = ("AgentRunResult", "TokenUsage")
+__all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
 
 
 @dataclass(frozen=True)  # no slots=True: it builds the class twice, at every start
@@ -39,6 +38,17 @@ class TokenUsage:
 
 
 _NO_USAGE = TokenUsage()
+
+
+class ToolCallRecord(NamedTuple):
+    """A tool call the agent made during the run, as last reported."""
+
+    id: str
+    title: str = ""
+    kind: str | None = None
+    status: str | None = None
+    raw_input: JSONValue = None
+    raw_output: JSONValue = None
 
 
 @dataclass(frozen=True)

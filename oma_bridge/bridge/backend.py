@@ -12,9 +12,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from ._results import AgentRunResult
-    from ._structured import SessionReplay
     from .events import StreamEvent
-    from .messages import LLMMessage
+    from .messages import JSONValue, LLMMessage
 
 __all__ = (
     "AgentBackend",
@@ -26,6 +25,7 @@ __all__ = (
     "RunRequest",
     "RunStream",
     "SessionBackend",
+    "SessionReplay",
 )
 
 
@@ -49,6 +49,30 @@ class InputProfile(NamedTuple):
     block_types: frozenset[str] | None = None
     blank_prompt: Literal["reject", "allow"] = "reject"
     nul: Literal["reject", "allow"] = "allow"
+
+
+class SessionReplay(NamedTuple):
+    """An earlier session, opened again: what the agent replayed of it.
+
+    The replay is history, never output of a run: no run's events or result
+    include it.
+
+    Attributes:
+        session_id: The session now in use.
+        how: ``"load"`` (the agent replayed the conversation) or ``"resume"``
+            (it restored the session without replaying anything).
+        messages: The replayed conversation as text messages, in order: user
+            and assistant turns (consecutive chunks of one role joined).
+        events: The typed events made of the replayed updates (text, thought,
+            tool calls, plans), as a run would have reported them.
+        updates: The replayed ``session/update`` objects, as sent.
+    """
+
+    session_id: str
+    how: Literal["load", "resume"]
+    messages: list[LLMMessage]
+    events: tuple[StreamEvent, ...] = ()
+    updates: tuple[dict[str, JSONValue], ...] = ()
 
 
 class RunRequest(NamedTuple):

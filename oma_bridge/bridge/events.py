@@ -2,32 +2,22 @@
 
 Events are immutable ``NamedTuple`` records: as typed as dataclasses, and several
 times cheaper to define, which matters because the CLI imports them at every start.
-Every run makes ``text``, ``done`` and ``error`` events, defined here; the events
-only structured streams make (ACP, a CLI's JSON output) live in ``_structured``
-and load on first use, so a plain command-line run starts without building them.
 
 A stream yields any number of ``text``, ``thought``, ``tool_call``,
 ``tool_call_update``, ``plan`` and ``usage`` events, then exactly one terminal
 event: ``done`` (the run finished) or ``error`` (it failed). Both carry the
-``AgentRunResult``.
+``AgentRunResult``. A plain text run makes only ``text`` and a terminal event;
+ACP agents and CLIs with a JSON output format report the others too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    from ._results import AgentRunResult
-    from ._structured import (
-        PlanEvent,
-        ThoughtEvent,
-        ToolCallEvent,
-        ToolCallUpdateEvent,
-        UsageEvent,
-    )
+    from ._results import AgentRunResult, TokenUsage
     from .errors import OmaBridgeError
+    from .messages import JSONValue
 
 __all__ = (
     "DoneEvent",
@@ -49,6 +39,49 @@ class TextEvent(NamedTuple):
     type: Literal["text"] = "text"
 
 
+class ThoughtEvent(NamedTuple):
+    """A delta of the agent's visible reasoning."""
+
+    text: str
+    type: Literal["thought"] = "thought"
+
+
+class ToolCallEvent(NamedTuple):
+    """The agent started a tool call."""
+
+    id: str
+    title: str = ""
+    kind: str | None = None
+    status: str | None = None
+    raw_input: JSONValue = None
+    type: Literal["tool_call"] = "tool_call"
+
+
+class ToolCallUpdateEvent(NamedTuple):
+    """Progress or completion of an earlier tool call."""
+
+    id: str
+    title: str | None = None
+    status: str | None = None
+    content: JSONValue = None
+    raw_output: JSONValue = None
+    type: Literal["tool_call_update"] = "tool_call_update"
+
+
+class PlanEvent(NamedTuple):
+    """The agent's current plan (the whole list, replacing earlier ones)."""
+
+    entries: list[dict[str, JSONValue]]
+    type: Literal["plan"] = "plan"
+
+
+class UsageEvent(NamedTuple):
+    """Tokens spent so far in this run."""
+
+    usage: TokenUsage
+    type: Literal["usage"] = "usage"
+
+
 class DoneEvent(NamedTuple):
     """Terminal: the run finished; ``result.success`` says how."""
 
@@ -64,41 +97,13 @@ class ErrorEvent(NamedTuple):
     type: Literal["error"] = "error"
 
 
-if TYPE_CHECKING:
-    StreamEvent: TypeAlias = (
-        TextEvent
-        | ThoughtEvent
-        | ToolCallEvent
-        | ToolCallUpdateEvent
-        | PlanEvent
-        | UsageEvent
-        | DoneEvent
-        | ErrorEvent
-    )
-
-_STRUCTURED = (
-    "PlanEvent",
-    "ThoughtEvent",
-    "ToolCallEvent",
-    "ToolCallUpdateEvent",
-    "UsageEvent",
+StreamEvent: TypeAlias = (
+    TextEvent
+    | ThoughtEvent
+    | ToolCallEvent
+    | ToolCallUpdateEvent
+    | PlanEvent
+    | UsageEvent
+    | DoneEvent
+    | ErrorEvent
 )
-
-
-def __getattr__(name: str) -> object:
-    if name not in (*_STRUCTURED, "StreamEvent"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import _structured as more
-
-    globals().update((each, getattr(more, each)) for each in _STRUCTURED)
-    globals()["StreamEvent"] = (
-        TextEvent
-        | more.ThoughtEvent
-        | more.ToolCallEvent
-        | more.ToolCallUpdateEvent
-        | more.PlanEvent
-        | more.UsageEvent
-        | DoneEvent
-        | ErrorEvent
-    )
-    return globals()[name]

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from oma_bridge import ProtocolError
 from oma_bridge.acp.rpc._framing import NdjsonStream

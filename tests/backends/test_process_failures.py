@@ -16,8 +16,7 @@ from oma_bridge import (
     BackendStartError,
     ProcessBackendConfig,
 )
-from oma_bridge._os.exit import EXIT_UNKNOWN
-from oma_bridge._os.exit import exit_error as make_exit_error
+from oma_bridge._os.exit import EXIT_UNKNOWN, exit_error as make_exit_error
 
 from ._support import HANG_GUARD, make_agent, peer
 

@@ -9,8 +9,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..conftest import peer_command
-from ..fresh_python import oma_bridge_cli
-from ..fresh_python import start_cli as start_oma_bridge
+from ..fresh_python import oma_bridge_cli, start_cli as start_oma_bridge
 
 if TYPE_CHECKING:
     import subprocess

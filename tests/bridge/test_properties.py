@@ -8,8 +8,7 @@ import base64
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from oma_bridge import Agent, AgentConfig, InvalidMessageError
 

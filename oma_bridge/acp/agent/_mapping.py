@@ -29,8 +29,7 @@ from ...bridge import (
     ToolCallEvent,
     ToolCallUpdateEvent,
 )
-from ..rpc import RequestError
-from ..rpc import methods as m
+from ..rpc import RequestError, methods as m
 
 if TYPE_CHECKING:
     from ...bridge import AgentRunResult, JSONValue, StreamEvent

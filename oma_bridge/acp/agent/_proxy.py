@@ -25,8 +25,7 @@ import anyio
 
 from ...bridge import OmaBridgeError, RemoteError
 from ..client import SessionState, configure_session, request_logged_in
-from ..rpc import RequestError
-from ..rpc import methods as m
+from ..rpc import RequestError, methods as m
 from ._mapping import served_capabilities
 from ._real_agent import RealAgent
 

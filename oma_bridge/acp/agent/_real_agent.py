@@ -13,8 +13,7 @@ import anyio
 from ..._os.redact import redact, redact_json
 from ...bridge import OmaBridgeError, RemoteError
 from ..client import AgentProcess
-from ..rpc import RequestError
-from ..rpc import methods as m
+from ..rpc import RequestError, methods as m
 from ._mapping import error_reply
 
 if TYPE_CHECKING:

@@ -38,8 +38,7 @@ from ...bridge import (
     TextEvent,
 )
 from ..client import AcpBackendConfig
-from ..rpc import Params, RequestError, Router, arrival, invalid_params
-from ..rpc import methods as m
+from ..rpc import Params, RequestError, Router, arrival, invalid_params, methods as m
 from ._mapping import (
     display_name,
     prompt_reply,

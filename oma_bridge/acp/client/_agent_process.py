@@ -25,8 +25,7 @@ from ..._os.fdstream import FdReceiveStream, FdSendStream
 from ..._os.reactor import Reactor, read_pipe
 from ..._os.redact import secret_values
 from ...bridge import BackendStartError, OmaBridgeError, ProtocolError, RemoteError
-from ..rpc import Connection, NdjsonStream, RequestError, preview
-from ..rpc import methods as m
+from ..rpc import Connection, NdjsonStream, RequestError, methods as m, preview
 from ._auth import Auth, request_logged_in, timed_out, with_root_hint
 from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, final
 import anyio
 
 from ...bridge import RemoteError
-from ..rpc import Params, RequestError, Router, invalid_params
-from ..rpc import methods as m
+from ..rpc import Params, RequestError, Router, invalid_params, methods as m
 from ._files import FileAccessError, FileServiceError, MissingFile, SandboxError
 from ._permissions import CANCELLED_OUTCOME, decide, outcome, permission_request
 from ._terminals import TerminalError, TerminalStartError, UnknownTerminal
