@@ -1,4 +1,5 @@
-"""The operating-system floor: processes and descriptors, shared by every transport.
+"""The operating-system floor: processes, descriptors and terminals, shared by
+every transport.
 
 Private to oma-bridge and shared by design: the backends, the ACP roles, batch
 jobs and the CLI import its modules directly (``from .._os.child import Child``).
@@ -12,7 +13,9 @@ Each module holds one concern:
   or async) and the one non-blocking pipe reader;
 - ``fdstream``: anyio byte streams over raw non-blocking descriptors;
 - ``redact``: secrets out of every text a human may see;
-- ``checks``: the field checks of backend configs.
+- ``checks``: the field checks of backend configs;
+- ``screen``: a terminal's output as plain text (the PTY backend's runs, and a
+  login screen an ACP agent draws on its protocol stream).
 
 The package itself imports nothing: a blocking run loads no event loop, and a
 plain run no stream it does not use.

@@ -182,7 +182,7 @@ def timed_out(
 def _screen_text(broken: ProtocolError) -> str:
     """What a login screen written to the protocol stream says, as one line
     without the terminal's control sequences."""
-    from ...backends.pty import clean
+    from ..._os.screen import clean
 
     text = " ".join(clean(broken.line_preview or "").split())
     return f"it wrote on the protocol stream: {text}" if text else str(broken)

@@ -15,8 +15,8 @@ and stderr. The rooms:
 pexpect reads the terminal, imported when a run starts.
 """
 
+from ..._os.screen import Screen, clean
 from ._backend import PtyBackend
 from ._config import PtyBackendConfig, PtyInput
-from ._screen import Screen, clean
 
 __all__ = ("PtyBackend", "PtyBackendConfig", "PtyInput", "Screen", "clean")

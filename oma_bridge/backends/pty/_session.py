@@ -35,6 +35,7 @@ from ..._os.child import Child, end_stop, wait_exits_blocking
 from ..._os.command import resolve_executable
 from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
 from ..._os.redact import secret_values
+from ..._os.screen import Screen
 from ...bridge import (
     BackendStartError,
     BackendTimeout,
@@ -42,7 +43,6 @@ from ...bridge import (
     TextEvent,
 )
 from .._run import ending, prompt_text
-from ._screen import Screen
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

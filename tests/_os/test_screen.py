@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from oma_bridge.backends.pty._screen import Screen, clean
+from oma_bridge._os.screen import Screen, clean
 
 
 @pytest.mark.parametrize(
