@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
+import oma_bridge
+import oma_bridge.batch
 from oma_bridge import (
     AgentConfig,
     BatchItem,
@@ -157,3 +159,10 @@ def test_bad_arguments_are_refused_at_call_time(tmp_path: Path) -> None:
         run_batch(config, [], concurrency=0)
     with pytest.raises(ValueError, match="executor"):
         run_batch(config, [], executor="dask")  # type: ignore[arg-type]
+
+
+def test_the_top_level_names_come_from_the_batch_package() -> None:
+    for name in oma_bridge.batch.__all__:
+        assert getattr(oma_bridge, name) is getattr(oma_bridge.batch, name)
+    assert oma_bridge.run_batch.__module__ == "oma_bridge.batch._engine"
+    assert list(oma_bridge.batch.__all__) == sorted(oma_bridge.batch.__all__)
