@@ -18,10 +18,9 @@ if TYPE_CHECKING:
 FLOORS: dict[str, tuple[str, ...]] = {
     "oma_bridge": (
         "_version",
+        "bridge",  # it owns the protocols the transports implement
         "_os",
-        "bridge",
-        "backends testing",
-        "acp",
+        "backends acp testing",
         "batch orchestration",
         "presets",
         "cli",

@@ -31,9 +31,9 @@ CLEAN = {
     "__main__.py": "from .cli import main\n",
     "_version.py": "__version__ = '0'\n",
     "_os/__init__.py": "",
-    "_os/child.py": "from .. import _version\n",
+    "_os/child.py": "from .. import _version\nfrom ..bridge import errors\n",
     "bridge/__init__.py": "from ._agent import Agent\n",
-    "bridge/_agent.py": "from .._os.child import spawn\nfrom ._held import _Held\n",
+    "bridge/_agent.py": "from ._held import _Held\n",
     "bridge/_held.py": "",
     "bridge/errors.py": "",
     "testing.py": "from .bridge import Agent\n",
@@ -133,12 +133,12 @@ FLOOR_CASES = {
     ),
     "up a floor, for types only": (
         {
-            "_os/child.py": "from typing import TYPE_CHECKING\n"
+            "bridge/errors.py": "from typing import TYPE_CHECKING\n"
             "if TYPE_CHECKING:\n"
-            "    from ..bridge import Agent\n"
+            "    from .._os.child import spawn\n"
         },
-        "oma_bridge._os.child:4 imports oma_bridge.bridge: "
-        "oma_bridge.bridge is above oma_bridge._os",
+        "oma_bridge.bridge.errors:3 imports oma_bridge._os.child: "
+        "oma_bridge._os is above oma_bridge.bridge",
     ),
     "across a shared floor": (
         {"orchestration/__init__.py": "from ..batch import run_batch\n"},
@@ -204,8 +204,8 @@ PRIVATE_CASES = {
         "oma_bridge.cli:7 imports oma_bridge._extra: _extra is private to oma_bridge",
     ),
     "a private name of a shared floor": (
-        {"bridge/errors.py": "from .._os.child import _spawn\n"},
-        "oma_bridge.bridge.errors:1 imports oma_bridge._os.child: "
+        {"backends/_run.py": "from .._os.child import _spawn\n"},
+        "oma_bridge.backends._run:2 imports oma_bridge._os.child: "
         "_spawn is private to oma_bridge._os.child",
     ),
     "a sibling subpackage's private module": (
@@ -258,7 +258,10 @@ CYCLE_CASES = {
         ],
     ),
     "through the __init__ a dotted import runs": (
-        {"_os/child.py": "from ..bridge.errors import BackendStartError\n"},
+        {
+            "_os/child.py": "from ..bridge.errors import BackendStartError\n",
+            "bridge/_agent.py": "from .._os.child import spawn\nfrom ._held import _Held\n",
+        },
         [
             "oma_bridge._os.child -> oma_bridge.bridge -> oma_bridge.bridge._agent "
             "-> oma_bridge._os.child"
