@@ -130,9 +130,11 @@ class RunAccumulator:
         size = len(text) if text.isascii() else len(text.encode())
         room = cap - self._kept
         if size > room:
+            # Nothing after the cut is kept, not even what would fit in the
+            # bytes a split character left: the output stays a prefix.
             self.truncated = True
-            text = text.encode()[: max(room, 0)].decode("utf-8", "ignore")
-            size = len(text.encode())
+            self._kept = cap
+            return text.encode()[: max(room, 0)].decode("utf-8", "ignore")
         self._kept += size
         return text
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oma_bridge import (
     PlanEvent,
@@ -83,6 +85,7 @@ def test_text_past_the_cap_is_dropped_whole_characters_and_marked() -> None:
     run = RunAccumulator(max_output_bytes=6)
     run.add_text("ab")
     run.add_text("cé€")  # c=1, é=2, €=3 bytes: only "cé" fits the 4 left
+    run.add_text("more")
     assert taken(run) == [TextEvent("ab"), TextEvent("cé")]
     assert run.truncated
     assert run.output == "abcé\n[oma-bridge: output truncated at 6 bytes]\n"
@@ -101,6 +104,24 @@ def test_text_that_fits_exactly_is_not_truncated() -> None:
     run.add_text("é")
     assert not run.truncated
     assert run.output == "abé"
+
+
+@given(
+    st.lists(st.text(max_size=12), max_size=8),
+    st.one_of(st.none(), st.integers(0, 60)),
+)
+def test_kept_text_is_what_the_events_carry_and_fits_the_cap(texts, cap) -> None:
+    run = RunAccumulator(max_output_bytes=cap)
+    for text in texts:
+        run.add_text(text)
+    streamed = "".join(event.text for event in taken(run))
+    whole = "".join(texts)
+    kept = run.output.split("\n[oma-bridge: output truncated", 1)[0]
+    assert kept == streamed and whole.startswith(streamed)
+    if cap is None or len(whole.encode()) <= cap:
+        assert streamed == whole and not run.truncated
+    else:
+        assert run.truncated and len(streamed.encode()) <= cap
 
 
 def test_without_events_the_result_parts_are_still_kept() -> None:
