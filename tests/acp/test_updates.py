@@ -171,3 +171,25 @@ def test_the_stop_reason_decides_how_the_turn_ended(
         assert end.error is None
     else:
         assert isinstance(end.error, error)
+
+
+def test_update_fields_of_the_wrong_type_leave_the_record_as_it_was() -> None:
+    # Title, kind and status are strings in the schema (and in ToolCallRecord).
+    turn = fed(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "ls",
+            "kind": "read",
+            "status": "pending",
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "title": 5,
+            "kind": ["x"],
+            "status": {"done": True},
+        },
+    )
+    assert list(turn.events)[1] == ToolCallUpdateEvent("c1", "ls", "pending")
+    assert turn.tool_calls == (ToolCallRecord("c1", "ls", "read", "pending"),)

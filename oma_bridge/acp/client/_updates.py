@@ -8,42 +8,27 @@ latest plan and the token usage.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, NamedTuple, final
 
-from ...backends.parsers._base import as_cost, as_int
 from ...bridge import (
     AgentRefusal,
     OmaBridgeError,
-    PlanEvent,
     ProtocolError,
-    TextEvent,
-    ThoughtEvent,
     TokenUsage,
-    ToolCallEvent,
-    ToolCallRecord,
-    ToolCallUpdateEvent,
     UsageEvent,
 )
+from ...bridge.accumulator import RunAccumulator, as_cost, as_count
 from ..rpc import preview
 
 if TYPE_CHECKING:
+    from collections import deque
     from collections.abc import Callable
 
-    from ...bridge import JSONValue, StreamEvent
+    from ...bridge import JSONValue, StreamEvent, ToolCallRecord
 
 __all__ = ("TurnEnd", "TurnUpdates", "content_text", "turn_end")
 
 _NO_USAGE = TokenUsage()
-
-#: ACP tool call update fields and the ToolCallRecord fields they replace.
-_TOOL_FIELDS = (
-    ("title", "title"),
-    ("kind", "kind"),
-    ("status", "status"),
-    ("rawInput", "raw_input"),
-    ("rawOutput", "raw_output"),
-)
 
 
 @final
@@ -68,30 +53,35 @@ class TurnUpdates:
     ) -> None:
         self.base_used = base_used
         self.base_cost = base_cost
-        self.max_output_bytes = max_output_bytes
-        #: Message text beyond ``max_output_bytes`` was dropped.
-        self.truncated = False
-        self._kept = 0  # bytes of message text kept so far
-        self.events: deque[StreamEvent] = deque()
-        self.tools: dict[str, ToolCallRecord] = {}
-        self.plan: list[dict[str, JSONValue]] | None = None
+        self._run = RunAccumulator(max_output_bytes=max_output_bytes)
+        self.events: deque[StreamEvent] = self._run.events
+        self.tools: dict[str, ToolCallRecord] = self._run.tools
         #: The latest cumulative reading of the session (None: none this turn).
         self.used: int | None = None
         self.cost: float | None = None
-        self._output: list[str] = []
+
+    @property
+    def max_output_bytes(self) -> int | None:
+        return self._run.max_output_bytes
+
+    @property
+    def truncated(self) -> bool:
+        """Message text beyond ``max_output_bytes`` was dropped."""
+        return self._run.truncated
+
+    @property
+    def plan(self) -> list[dict[str, JSONValue]] | None:
+        """The latest plan's entries, or None."""
+        return self._run.plan
 
     @property
     def output(self) -> str:
         """The agent's message text so far; marked at the end if it was cut."""
-        text = "".join(self._output)
-        if self.truncated:
-            cap = self.max_output_bytes
-            text += f"\n[oma-bridge: output truncated at {cap} bytes]\n"
-        return text
+        return self._run.output
 
     @property
     def tool_calls(self) -> tuple[ToolCallRecord, ...]:
-        return tuple(self.tools.values())
+        return self._run.tool_calls
 
     def feed(self, update: dict[str, JSONValue]) -> None:
         """Take one ``update``; kinds no event is made of are ignored."""
@@ -113,9 +103,9 @@ class TurnUpdates:
         usage = reply.get("usage") if isinstance(reply, dict) else None
         if isinstance(usage, dict):
             # A count out of range (1e999999, NaN, -5, true, 4,000 digits) is 0.
-            output_tokens = as_int(usage.get("outputTokens"))
+            output_tokens = as_count(usage.get("outputTokens"))
             if self.used is None:
-                input_tokens = as_int(usage.get("inputTokens"))
+                input_tokens = as_count(usage.get("inputTokens"))
         cost = None
         if self.cost is not None:
             cost = max(0.0, self.cost - (self.base_cost or 0.0))
@@ -126,82 +116,46 @@ class TurnUpdates:
     # -- one handler per kind ------------------------------------------------------
 
     def _on_message(self, update: dict[str, JSONValue]) -> None:
-        text = self._capped(content_text(update.get("content")))
-        if text:
-            self._output.append(text)
-            self.events.append(TextEvent(text))
-
-    def _capped(self, text: str) -> str:
-        """What of ``text`` fits under ``max_output_bytes`` (whole characters)."""
-        cap = self.max_output_bytes
-        if cap is None or not text:
-            return text
-        size = len(text) if text.isascii() else len(text.encode())
-        room = cap - self._kept
-        if size > room:
-            self.truncated = True
-            text = text.encode()[: max(room, 0)].decode("utf-8", "ignore")
-            size = len(text.encode())
-        self._kept += size
-        return text
+        self._run.add_text(content_text(update.get("content")))
 
     def _on_thought(self, update: dict[str, JSONValue]) -> None:
-        text = content_text(update.get("content"))
-        if text:
-            self.events.append(ThoughtEvent(text))
+        self._run.add_thought(content_text(update.get("content")))
 
     def _on_plan(self, update: dict[str, JSONValue]) -> None:
         entries = update.get("entries")
         if isinstance(entries, list):
-            self.plan = [e for e in entries if isinstance(e, dict)]
-            self.events.append(PlanEvent(list(self.plan)))
+            self._run.set_plan([e for e in entries if isinstance(e, dict)])
 
     def _on_usage(self, update: dict[str, JSONValue]) -> None:
         # A reading out of range is ignored: an infinite, NaN or 4,000-digit
         # number would otherwise reach the result (or raise OverflowError).
         used, cost = update.get("used"), update.get("cost")
-        if used == 0 or as_int(used):
-            self.used = as_int(used)
+        if used == 0 or as_count(used):
+            self.used = as_count(used)
         amount = as_cost(cost.get("amount")) if isinstance(cost, dict) else None
         if amount is not None:
             self.cost = amount
-        self.events.append(UsageEvent(self.usage()))
+        self._run.emit(UsageEvent(self.usage()))
 
     def _on_tool_call(self, update: dict[str, JSONValue]) -> None:
-        call_id = str(update.get("toolCallId", ""))
-        record = ToolCallRecord(
-            id=call_id,
-            title=str(update.get("title") or ""),
+        self._run.start_tool(
+            str(update.get("toolCallId", "")),
+            str(update.get("title") or ""),
             kind=_opt_str(update.get("kind")),
             status=_opt_str(update.get("status")),
             raw_input=update.get("rawInput"),
             raw_output=update.get("rawOutput"),
         )
-        self.tools[call_id] = record
-        self.events.append(
-            ToolCallEvent(
-                call_id, record.title, record.kind, record.status, record.raw_input
-            )
-        )
 
     def _on_tool_call_update(self, update: dict[str, JSONValue]) -> None:
-        call_id = str(update.get("toolCallId", ""))
-        record = self.tools.get(call_id) or ToolCallRecord(id=call_id)
-        changes = {
-            name: update[key]
-            for key, name in _TOOL_FIELDS
-            if update.get(key) is not None
-        }
-        record = record._replace(**changes)  # type: ignore[arg-type]
-        self.tools[call_id] = record
-        self.events.append(
-            ToolCallUpdateEvent(
-                call_id,
-                title=record.title or None,
-                status=record.status,
-                content=update.get("content"),
-                raw_output=update.get("rawOutput"),
-            )
+        self._run.update_tool(
+            str(update.get("toolCallId", "")),
+            title=_opt_str(update.get("title")),
+            kind=_opt_str(update.get("kind")),
+            status=_opt_str(update.get("status")),
+            raw_input=update.get("rawInput"),
+            raw_output=update.get("rawOutput"),
+            content=update.get("content"),
         )
 
 

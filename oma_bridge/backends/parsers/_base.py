@@ -4,42 +4,30 @@ A parser is sans-I/O: ``feed`` takes stdout bytes as they come, ``close`` says
 stdout ended, and events wait in a queue until ``next_event`` hands them out.
 A line that is not a JSON object is counted and the first one kept (never an
 exception); a kind no handler knows is skipped and counted. Subclasses map the
-``type`` of each line to a handler and report through the ``_text``,
-``_thought``, ``_tool_*``, ``_usage``, ``_answer`` and ``_fail`` helpers.
+``type`` of each line to a handler and report what it held to ``_run``, the
+run's ``RunAccumulator`` (text, thoughts, plans, tool calls, usage), and to
+``_answer`` and ``_fail``.
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
 from typing import TYPE_CHECKING, ClassVar
 
-from ...bridge import (
-    PlanEvent,
-    TextEvent,
-    ThoughtEvent,
-    TokenUsage,
-    ToolCallEvent,
-    ToolCallRecord,
-    ToolCallUpdateEvent,
-    UsageEvent,
-)
+from ...bridge.accumulator import RunAccumulator
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...bridge import JSONValue, StreamEvent
+    from ...bridge import JSONValue, StreamEvent, TokenUsage, ToolCallRecord
 
 __all__ = (
     "SAMPLE_CHARS",
     "JSONObject",
     "StreamParser",
-    "as_cost",
     "as_dict",
-    "as_int",
     "as_list",
     "as_str",
-    "text_content",
     "tool_kind",
 )
 
@@ -59,29 +47,6 @@ def as_list(value: JSONValue) -> list[JSONValue]:
 
 def as_str(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
-
-
-#: Above any real count or cost; a CLI's JSON can hold 4,000-digit integers.
-_MAX_COUNT = 2**63
-
-
-def as_int(value: JSONValue) -> int:
-    """A count: a non-negative int below 2**63, else 0 (bool is an int to
-    Python, not a count)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 <= value < _MAX_COUNT else 0
-    return 0
-
-
-def as_cost(value: JSONValue) -> float | None:
-    """A cost in dollars: a finite, non-negative number, else None. ``1e999999``
-    is infinity to ``json``, and a huge int overflows ``float``."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if isinstance(value, int) and not 0 <= value < _MAX_COUNT:
-            return None
-        cost = float(value)
-        return cost if 0 <= cost < float("inf") else None  # NaN fails both
-    return None
 
 
 #: Tool names (lower case, without an MCP-style ``server__`` prefix) whose ACP
@@ -116,11 +81,6 @@ def tool_kind(name: str) -> str:
     return _KINDS.get(name.rpartition("__")[2].lower(), "other")
 
 
-def text_content(text: str) -> list[JSONValue]:
-    """A tool's text output as ACP tool call content (what ACP agents send)."""
-    return [{"type": "content", "content": {"type": "text", "text": text}}]
-
-
 class StreamParser:
     """One run's JSON event stream (one object per line), turned into events.
 
@@ -144,15 +104,9 @@ class StreamParser:
     ignored: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, *, events: bool = True) -> None:
-        self._events = events
-        self._queue: deque[StreamEvent] = deque()
+        self._run = RunAccumulator(keep_events=events)
         self._parts: list[bytes] = []  # the line being received
-        self._texts: list[str] = []
         self._answer_text: str | None = None
-        self._tools: dict[str, ToolCallRecord] = {}
-        self._input_tokens = 0
-        self._output_tokens = 0
-        self._cost: float | None = None
         self.lines = 0
         self.malformed = 0
         self.malformed_sample: str | None = None
@@ -226,7 +180,7 @@ class StreamParser:
     # -- output --------------------------------------------------------------------
 
     def next_event(self) -> StreamEvent | None:
-        return self._queue.popleft() if self._queue else None
+        return self._run.next_event()
 
     @property
     def output(self) -> str:
@@ -234,86 +188,17 @@ class StreamParser:
         the text it streamed."""
         if self._answer_text is not None:
             return self._answer_text
-        return "".join(self._texts)
+        return self._run.output
 
     @property
     def usage(self) -> TokenUsage:
-        return TokenUsage(self._input_tokens, self._output_tokens, self._cost)
+        return self._run.usage
 
     @property
     def tool_calls(self) -> tuple[ToolCallRecord, ...]:
-        return tuple(self._tools.values())
+        return self._run.tool_calls
 
     # -- for subclasses ------------------------------------------------------------
-
-    def _emit(self, event: StreamEvent) -> None:
-        if self._events:
-            self._queue.append(event)
-
-    def _text(self, text: str) -> None:
-        if text:
-            self._texts.append(text)
-            self._emit(TextEvent(text))
-
-    def _thought(self, text: str) -> None:
-        if text:
-            self._emit(ThoughtEvent(text))
-
-    def _plan(self, entries: list[JSONObject]) -> None:
-        self._emit(PlanEvent(entries))
-
-    def _tool_start(
-        self,
-        call_id: str,
-        title: str,
-        *,
-        kind: str | None = None,
-        raw_input: JSONValue = None,
-        status: str = "pending",
-    ) -> None:
-        record = ToolCallRecord(call_id, title, kind, status, raw_input)
-        self._tools[call_id] = record
-        self._emit(ToolCallEvent(call_id, title, kind, status, raw_input))
-
-    def _tool_end(
-        self, call_id: str, *, failed: bool = False, output: JSONValue = None
-    ) -> None:
-        """A tool call finished (``failed``: with an error); ``output`` is
-        what it returned, kept as ``raw_output``."""
-        status = "failed" if failed else "completed"
-        record = self._tools.get(call_id) or ToolCallRecord(call_id)
-        self._tools[call_id] = record._replace(status=status, raw_output=output)
-        content = text_content(output) if isinstance(output, str) and output else None
-        self._emit(
-            ToolCallUpdateEvent(
-                call_id,
-                title=record.title or None,
-                status=status,
-                content=content,
-                raw_output=output,
-            )
-        )
-
-    def _usage(
-        self, input_tokens: int, output_tokens: int, cost: float | None = None
-    ) -> None:
-        """The run's usage so far (replacing what was reported before)."""
-        self._input_tokens = input_tokens
-        self._output_tokens = output_tokens
-        if cost is not None:
-            self._cost = cost
-        self._emit(UsageEvent(self.usage))
-
-    def _add_usage(
-        self, input_tokens: int, output_tokens: int, cost: float | None = None
-    ) -> None:
-        """One more step's usage, added to the run's."""
-        total = None if cost is None and self._cost is None else (self._cost or 0.0)
-        self._usage(
-            self._input_tokens + input_tokens,
-            self._output_tokens + output_tokens,
-            None if total is None else total + (cost or 0.0),
-        )
 
     def _answer(self, text: str) -> None:
         """The CLI's final answer, which becomes ``output``."""

@@ -12,15 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ._base import (
-    StreamParser,
-    as_cost,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    tool_kind,
-)
+from ...bridge.accumulator import as_cost, as_count
+from ._base import StreamParser, as_dict, as_list, as_str, tool_kind
 
 if TYPE_CHECKING:
     from ...bridge import JSONValue
@@ -41,10 +34,10 @@ def tool_output(content: JSONValue) -> JSONValue:
 def anthropic_usage(usage: JSONObject) -> tuple[int, int]:
     """(input, output) tokens; cache reads and writes are input too."""
     return (
-        as_int(usage.get("input_tokens"))
-        + as_int(usage.get("cache_creation_input_tokens"))
-        + as_int(usage.get("cache_read_input_tokens")),
-        as_int(usage.get("output_tokens")),
+        as_count(usage.get("input_tokens"))
+        + as_count(usage.get("cache_creation_input_tokens"))
+        + as_count(usage.get("cache_read_input_tokens")),
+        as_count(usage.get("output_tokens")),
     )
 
 
@@ -83,12 +76,12 @@ class ClaudeParser(StreamParser):
     def _block(self, block: JSONObject, own: bool) -> None:
         kind = block.get("type")
         if kind == "text" and own and not self._partial:
-            self._text(as_str(block.get("text")))
+            self._run.add_text(as_str(block.get("text")))
         elif kind == "thinking" and own and not self._partial:
-            self._thought(as_str(block.get("thinking")))
+            self._run.add_thought(as_str(block.get("thinking")))
         elif kind == "tool_use":
             name = as_str(block.get("name"))
-            self._tool_start(
+            self._run.start_tool(
                 as_str(block.get("id")),
                 name,
                 kind=tool_kind(name),
@@ -100,7 +93,7 @@ class ClaudeParser(StreamParser):
         for block in as_list(content):
             block = as_dict(block)
             if block.get("type") == "tool_result":
-                self._tool_end(
+                self._run.end_tool(
                     as_str(block.get("tool_use_id")),
                     failed=block.get("is_error") is True,
                     output=tool_output(block.get("content")),
@@ -116,10 +109,10 @@ class ClaudeParser(StreamParser):
         kind = delta.get("type")
         if kind == "text_delta":
             self._partial = True
-            self._text(as_str(delta.get("text")))
+            self._run.add_text(as_str(delta.get("text")))
         elif kind == "thinking_delta":
             self._partial = True
-            self._thought(as_str(delta.get("thinking")))
+            self._run.add_thought(as_str(delta.get("thinking")))
 
     def _on_result(self, obj: JSONObject) -> None:
         usage = obj.get("usage")
@@ -133,7 +126,7 @@ class ClaudeParser(StreamParser):
         cost = as_cost(obj.get("total_cost_usd"))
         if cost is None:
             cost = as_cost(obj.get("cost_usd"))  # the name older versions used
-        self._usage(*tokens, cost)
+        self._run.set_usage(*tokens, cost)
         subtype = as_str(obj.get("subtype"))
         result = obj.get("result")
         if obj.get("is_error") is True or subtype.startswith("error"):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ._base import StreamParser, as_dict, as_int, as_list, as_str
+from ...bridge.accumulator import as_count
+from ._base import StreamParser, as_dict, as_list, as_str
 
 if TYPE_CHECKING:
     from ._base import JSONObject
@@ -54,15 +55,15 @@ class CodexParser(StreamParser):
         elif kind == "agent_message":
             if done:
                 text = as_str(item.get("text"))
-                if self._texts:
-                    self._text("\n\n")  # messages are whole: keep them apart
-                self._text(text)
+                if self._run.has_text:
+                    self._run.add_text("\n\n")  # messages are whole: keep them apart
+                self._run.add_text(text)
                 self._answer(text)
         elif kind == "reasoning":
             if done:
-                self._thought(as_str(item.get("text")))
+                self._run.add_thought(as_str(item.get("text")))
         elif kind == "todo_list":
-            self._plan(
+            self._run.set_plan(
                 [
                     {
                         "content": as_str(as_dict(t).get("text")),
@@ -79,9 +80,9 @@ class CodexParser(StreamParser):
 
     def _tool_item(self, item: JSONObject, kind: str, done: bool) -> None:
         call_id = as_str(item.get("id"))
-        if call_id not in self._tools:
+        if call_id not in self._run.tools:
             title, raw_input = _tool_title(item, kind)
-            self._tool_start(
+            self._run.start_tool(
                 call_id,
                 title,
                 kind=_TOOL_KINDS[kind],
@@ -94,7 +95,7 @@ class CodexParser(StreamParser):
                 for k, v in item.items()
                 if k in ("aggregated_output", "exit_code", "changes", "result", "error")
             }
-            self._tool_end(
+            self._run.end_tool(
                 call_id,
                 failed=item.get("status") in ("failed", "declined"),
                 output=output,
@@ -103,8 +104,8 @@ class CodexParser(StreamParser):
     def _on_turn_completed(self, obj: JSONObject) -> None:
         usage = as_dict(obj.get("usage"))
         # input_tokens already counts the cached ones (cached_input_tokens).
-        self._add_usage(
-            as_int(usage.get("input_tokens")), as_int(usage.get("output_tokens"))
+        self._run.add_usage(
+            as_count(usage.get("input_tokens")), as_count(usage.get("output_tokens"))
         )
 
     def _on_failed(self, obj: JSONObject) -> None:

@@ -32,7 +32,7 @@ class CursorParser(ClaudeParser):
 
     def _on_thinking(self, obj: JSONObject) -> None:
         if obj.get("subtype") == "delta":
-            self._thought(as_str(obj.get("text")))
+            self._run.add_thought(as_str(obj.get("text")))
 
     def _on_tool_call(self, obj: JSONObject) -> None:
         call_id = as_str(obj.get("call_id"))
@@ -42,12 +42,12 @@ class CursorParser(ClaudeParser):
         name = key.removesuffix("ToolCall")
         subtype = obj.get("subtype")
         if subtype == "started":
-            self._tool_start(
+            self._run.start_tool(
                 call_id, name, kind=tool_kind(name), raw_input=body.get("args")
             )
         elif subtype == "completed":
             result = as_dict(body.get("result"))
-            self._tool_end(
+            self._run.end_tool(
                 call_id,
                 failed=bool(result) and "success" not in result,
                 output=body.get("result"),

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ._base import StreamParser, as_dict, as_int, as_str, tool_kind
+from ...bridge.accumulator import as_count
+from ._base import StreamParser, as_dict, as_str, tool_kind
 
 if TYPE_CHECKING:
     from ._base import JSONObject
@@ -39,11 +40,11 @@ class GeminiParser(StreamParser):
 
     def _on_message(self, obj: JSONObject) -> None:
         if obj.get("role") == "assistant":
-            self._text(as_str(obj.get("content")))
+            self._run.add_text(as_str(obj.get("content")))
 
     def _on_tool_use(self, obj: JSONObject) -> None:
         name = as_str(obj.get("tool_name"))
-        self._tool_start(
+        self._run.start_tool(
             as_str(obj.get("tool_id")),
             name,
             kind=tool_kind(name),
@@ -53,7 +54,7 @@ class GeminiParser(StreamParser):
     def _on_tool_result(self, obj: JSONObject) -> None:
         failed = obj.get("status") == "error"
         output = obj.get("error") if failed else obj.get("output")
-        self._tool_end(as_str(obj.get("tool_id")), failed=failed, output=output)
+        self._run.end_tool(as_str(obj.get("tool_id")), failed=failed, output=output)
 
     def _on_error(self, obj: JSONObject) -> None:
         if obj.get("severity") != "warning":
@@ -63,8 +64,9 @@ class GeminiParser(StreamParser):
         self._ended = True
         stats = as_dict(obj.get("stats"))
         if stats:
-            self._usage(
-                as_int(stats.get("input_tokens")), as_int(stats.get("output_tokens"))
+            self._run.set_usage(
+                as_count(stats.get("input_tokens")),
+                as_count(stats.get("output_tokens")),
             )
         if obj.get("status") == "error":
             error = as_dict(obj.get("error"))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ._base import StreamParser, as_dict, as_int, as_list, as_str, tool_kind
+from ...bridge.accumulator import as_count
+from ._base import StreamParser, as_dict, as_list, as_str, tool_kind
 
 if TYPE_CHECKING:
     from ...bridge import JSONValue
@@ -45,13 +46,13 @@ class GooseParser(StreamParser):
             item = as_dict(item)
             kind = item.get("type")
             if kind == "text" and assistant:
-                self._text(as_str(item.get("text")))
+                self._run.add_text(as_str(item.get("text")))
             elif kind == "thinking":
-                self._thought(as_str(item.get("thinking")))
+                self._run.add_thought(as_str(item.get("thinking")))
             elif kind == "toolRequest":
                 value = as_dict(as_dict(item.get("toolCall")).get("value"))
                 name = as_str(value.get("name"))
-                self._tool_start(
+                self._run.start_tool(
                     as_str(item.get("id")),
                     name,
                     kind=tool_kind(name),
@@ -60,7 +61,7 @@ class GooseParser(StreamParser):
             elif kind == "toolResponse":
                 result = as_dict(item.get("toolResult"))
                 failed = result.get("status") != "success"
-                self._tool_end(
+                self._run.end_tool(
                     as_str(item.get("id")),
                     failed=failed,
                     output=result.get("error")
@@ -73,4 +74,6 @@ class GooseParser(StreamParser):
         self._fail(as_str(as_dict(error).get("message")) or as_str(error))
 
     def _on_complete(self, obj: JSONObject) -> None:
-        self._usage(as_int(obj.get("input_tokens")), as_int(obj.get("output_tokens")))
+        self._run.set_usage(
+            as_count(obj.get("input_tokens")), as_count(obj.get("output_tokens"))
+        )

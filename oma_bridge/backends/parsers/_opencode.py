@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ._base import StreamParser, as_cost, as_dict, as_int, as_str, tool_kind
+from ...bridge.accumulator import as_cost, as_count
+from ._base import StreamParser, as_dict, as_str, tool_kind
 
 if TYPE_CHECKING:
     from ._base import JSONObject
@@ -33,12 +34,12 @@ class OpenCodeParser(StreamParser):
 
     def _on_text(self, obj: JSONObject) -> None:
         text = as_str(as_dict(obj.get("part")).get("text"))
-        if text and self._texts:
-            self._text("\n\n")  # each line is a whole part: keep them apart
-        self._text(text)
+        if text and self._run.has_text:
+            self._run.add_text("\n\n")  # each line is a whole part: keep them apart
+        self._run.add_text(text)
 
     def _on_reasoning(self, obj: JSONObject) -> None:
-        self._thought(as_str(as_dict(obj.get("part")).get("text")))
+        self._run.add_thought(as_str(as_dict(obj.get("part")).get("text")))
 
     def _on_tool_use(self, obj: JSONObject) -> None:
         # One line per call, written when it is over: start and end at once.
@@ -46,14 +47,14 @@ class OpenCodeParser(StreamParser):
         state = as_dict(part.get("state"))
         call_id = as_str(part.get("callID")) or as_str(part.get("id"))
         name = as_str(part.get("tool"))
-        self._tool_start(
+        self._run.start_tool(
             call_id,
             as_str(state.get("title")) or name,
             kind=tool_kind(name),
             raw_input=state.get("input"),
         )
         failed = state.get("status") == "error"
-        self._tool_end(
+        self._run.end_tool(
             call_id,
             failed=failed,
             output=state.get("error") if failed else state.get("output"),
@@ -63,11 +64,11 @@ class OpenCodeParser(StreamParser):
         part = as_dict(obj.get("part"))
         tokens = as_dict(part.get("tokens"))
         cache = as_dict(tokens.get("cache"))
-        self._add_usage(
-            as_int(tokens.get("input"))
-            + as_int(cache.get("read"))
-            + as_int(cache.get("write")),
-            as_int(tokens.get("output")) + as_int(tokens.get("reasoning")),
+        self._run.add_usage(
+            as_count(tokens.get("input"))
+            + as_count(cache.get("read"))
+            + as_count(cache.get("write")),
+            as_count(tokens.get("output")) + as_count(tokens.get("reasoning")),
             as_cost(part.get("cost")),
         )
 
