@@ -260,7 +260,9 @@ CYCLE_CASES = {
     "through the __init__ a dotted import runs": (
         {
             "_os/child.py": "from ..bridge.errors import BackendStartError\n",
-            "bridge/_agent.py": "from .._os.child import spawn\nfrom ._held import _Held\n",
+            "bridge/_agent.py": (
+                "from .._os.child import spawn\nfrom ._held import _Held\n"
+            ),
         },
         [
             "oma_bridge._os.child -> oma_bridge.bridge -> oma_bridge.bridge._agent "

@@ -12,16 +12,15 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, final
 
-from ._results import TokenUsage
-from ._structured import (
+from ._results import TokenUsage, ToolCallRecord
+from .events import (
     PlanEvent,
+    TextEvent,
     ThoughtEvent,
     ToolCallEvent,
-    ToolCallRecord,
     ToolCallUpdateEvent,
     UsageEvent,
 )
-from .events import TextEvent
 
 if TYPE_CHECKING:
     from .events import StreamEvent

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .. import AgentConfig, BackendConfig, PermissionPolicy, PermissionRequest
+    from ..acp import PermissionPolicy, PermissionRequest
+    from ..bridge import AgentConfig, BackendConfig
     from ..presets import Preset
     from ..presets._config import NamedAgent
 
@@ -181,7 +182,7 @@ _AUTH_OPTION = "--auth-method "
 
 def error_message(error: BaseException) -> str:
     """``str(error)``, with a login's advice given in the CLI's terms."""
-    from .. import AuthRequiredError
+    from ..bridge import AuthRequiredError
 
     if isinstance(error, AuthRequiredError):
         return error.describe(option=_AUTH_OPTION)
@@ -191,7 +192,7 @@ def error_message(error: BaseException) -> str:
 def in_cli_terms(message: str) -> str:
     """An error's text kept as a string (a batch result, a batch's stop reason)
     with a login's advice given in the CLI's terms, as ``error_message`` gives it."""
-    from .. import AuthRequiredError
+    from ..bridge import AuthRequiredError
 
     return AuthRequiredError.reworded(message, option=_AUTH_OPTION)
 
@@ -206,7 +207,7 @@ def agent_config(args: argparse.Namespace, *, interactive: bool) -> AgentConfig:
     Raises:
         ValueError: contradictory or malformed options (the message says which).
     """
-    from .. import AgentConfig
+    from ..bridge import AgentConfig
 
     if args.cwd is not None and not os.path.isdir(args.cwd):
         what = "is not a directory" if os.path.exists(args.cwd) else "does not exist"
@@ -340,7 +341,7 @@ def _process_backend(
     named: NamedAgent | Preset | None,
 ) -> BackendConfig:
     """A process agent's config: the named agent's, else ``argv``."""
-    from .. import ProcessBackendConfig
+    from ..backends import ProcessBackendConfig
 
     acp_only = [
         option
@@ -397,7 +398,7 @@ def _acp_backend(
             acp["permission"] = None
         acp.update(fs=args.fs or None, terminal=args.terminal or None)
         return named_backend(named, acp)
-    from .. import AcpBackendConfig
+    from ..acp import AcpBackendConfig
 
     return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **acp)
 

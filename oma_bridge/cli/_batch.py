@@ -40,7 +40,8 @@ from ._signals import handled, not_ignored
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .. import AgentConfig, BatchItem, BatchResult, BatchRun, JSONValue
+    from ..batch import BatchItem, BatchResult, BatchRun
+    from ..bridge import AgentConfig, JSONValue
 
 _MAX_REPORTED = 20
 
@@ -431,7 +432,7 @@ def _run_async(
     """Run the batch on an event loop (ACP agents, hooks, Ray); as ``_execute``."""
     import anyio
 
-    from .. import run_batch
+    from ..batch import run_batch
 
     batch = run_batch(
         config,

@@ -18,7 +18,7 @@ from ..batch._items import BatchItem, item_from_record
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .. import JSONValue
+    from ..bridge import JSONValue
 
 
 class Problem(NamedTuple):

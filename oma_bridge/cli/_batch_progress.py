@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
     from typing_extensions import Self
 
-    from .. import BatchResult
+    from ..batch import BatchResult
 
 #: How often (seconds) the progress line is logged when stderr is not a terminal;
 #: OMA_BRIDGE_PROGRESS_EVERY overrides it (read when a batch starts).

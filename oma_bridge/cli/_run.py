@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from .. import (
+from ..bridge import (
     Agent,
     BackendExitError,
     BackendStartError,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
-    from .. import (
+    from ..bridge import (
         AgentRunResult,
         JSONValue,
         PlanEvent,

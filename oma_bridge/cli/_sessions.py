@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Iterator
 
-    from .. import Agent, AgentConfig, AgentRunResult, StreamEvent
+    from ..bridge import Agent, AgentConfig, AgentRunResult, StreamEvent
 
 _VERSION = 1
 
@@ -151,7 +151,7 @@ def session_key(name: str, config: AgentConfig) -> SessionKey:
     Raises:
         ValueError: the agent is not an ACP agent, or the name is empty.
     """
-    from .. import AcpBackendConfig
+    from ..acp import AcpBackendConfig
 
     backend = config.backend
     if not isinstance(backend, AcpBackendConfig):
@@ -192,7 +192,7 @@ async def _run(
     store: SessionStore,
     known: str | None,
 ) -> AgentRunResult:
-    from .. import Agent, AgentRunResult, DoneEvent, ErrorEvent, OmaBridgeError
+    from ..bridge import Agent, AgentRunResult, DoneEvent, ErrorEvent, OmaBridgeError
 
     async with Agent(config) as agent:
         if known is not None:
@@ -228,7 +228,7 @@ def _record(store: SessionStore, key: SessionKey, session_id: str) -> None:
 
 def _can_load(agent: Agent, key: SessionKey) -> bool:
     """False, said on stderr, for an agent that cannot open a session again."""
-    from .. import AcpBackend
+    from ..acp import AcpBackend
 
     backend = agent.backend
     if not isinstance(backend, AcpBackend) or backend.can_load_sessions is not False:
@@ -243,7 +243,7 @@ def _can_load(agent: Agent, key: SessionKey) -> bool:
 
 async def _load(agent: Agent, key: SessionKey, session_id: str) -> None:
     """Load the recorded session; an id the agent refuses gives a new one."""
-    from .. import AuthRequiredError, RemoteError
+    from ..bridge import AuthRequiredError, RemoteError
 
     try:
         await agent.load_session(session_id)

@@ -29,8 +29,9 @@ from ._signals import Termination
 if TYPE_CHECKING:
     import argparse
 
-    from .. import BackendConfig, Task, TeamAgent
     from ..backends.process import OutputFormat
+    from ..bridge import BackendConfig
+    from ..orchestration import Task, TeamAgent
 
 EXAMPLE = """\
 example file (tasks.toml):
@@ -137,7 +138,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def tasks_command(args: argparse.Namespace) -> int:
-    from .. import OmaBridgeError, OpenMultiAgent
+    from ..bridge import OmaBridgeError
+    from ..orchestration import OpenMultiAgent
 
     try:
         spec = load(args.file)
@@ -229,10 +231,11 @@ def load(path: str) -> TaskFile:
     """
     from pydantic import TypeAdapter, ValidationError
 
+    from ..backends.process import OutputFormat  # noqa: F401
+
     # TaskFile's annotations name these, imported here rather than at the top:
     # building the parser for `oma-bridge --help` must not load the library.
-    from .. import Task  # noqa: F401
-    from ..backends.process import OutputFormat  # noqa: F401
+    from ..orchestration import Task  # noqa: F401
     from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:
@@ -265,7 +268,8 @@ def team_agents(path: str, spec: TaskFile) -> dict[str, TeamAgent]:
 
 def team_agent(name: str, spec: AgentSpec) -> TeamAgent:
     """The ``TeamAgent`` an agent entry describes (ValueError when it is unclear)."""
-    from .. import AgentConfig, TeamAgent
+    from ..bridge import AgentConfig
+    from ..orchestration import TeamAgent
 
     where = f"agents.{name}"
     given = [k for k in ("process", "acp", "agent") if getattr(spec, k) is not None]
@@ -324,7 +328,8 @@ def _named_agent(
 
 def _inline_agent(where: str, spec: AgentSpec, common: dict[str, Any]) -> BackendConfig:
     """A ``process = "CMD ARGS"`` or ``acp = "CMD ARGS"`` entry's config."""
-    from .. import AcpBackendConfig, ProcessBackendConfig
+    from ..acp import AcpBackendConfig
+    from ..backends import ProcessBackendConfig
 
     transport = "process" if spec.process is not None else "acp"
     command = spec.process if spec.process is not None else spec.acp

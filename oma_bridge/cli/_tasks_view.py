@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from .. import ProgressEvent, Task, TasksResult
+    from ..orchestration import ProgressEvent, Task, TasksResult
 
 
 def event_json(event: ProgressEvent) -> dict[str, object]:
