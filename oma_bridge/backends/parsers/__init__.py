@@ -9,9 +9,8 @@ from __future__ import annotations
 import importlib
 
 from ._base import StreamParser
-from ._report import parsed_error
 
-__all__ = ("PARSERS", "StreamParser", "make_parser", "parsed_error")
+__all__ = ("PARSERS", "StreamParser", "make_parser")
 
 #: Output format -> "module:class" of its parser. Formats that share a wire
 #: format share a class (Qwen Code and Amp write Claude Code's stream-json).

@@ -323,7 +323,7 @@ class RunCore:
         parser = self._parser
         summary: dict[str, Any] = {}
         if parser is not None:
-            from ..parsers import parsed_error
+            from ._report import parsed_error
 
             parser.close()
             parser.finish()

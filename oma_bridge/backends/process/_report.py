@@ -11,8 +11,8 @@ from ...bridge import ProtocolError
 
 if TYPE_CHECKING:
     from ...bridge import OmaBridgeError
-    from ..process import ProcessBackendConfig
-    from ._base import StreamParser
+    from ..parsers import StreamParser
+    from ._config import ProcessBackendConfig
 
 __all__ = ("parsed_error",)
 
