@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         run_batch,
     )
     from .bridge import (
+        RETRYABLE,
         AfterRunHook,
         Agent,
         AgentBackend,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
         ProtocolError,
         RebasableConfig,
         RemoteError,
+        RetryPolicy,
         RunRequest,
         RunStream,
         SessionBackend,
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
         UnsupportedContentBlockError,
         UsageEvent,
         VideoBlock,
+        is_retryable,
         run_agent,
     )
     from .orchestration import (
@@ -118,6 +121,7 @@ from ._version import __version__
 
 __all__ = (
     "OUTPUT_FORMATS",
+    "RETRYABLE",
     "AcpBackend",
     "AcpBackendConfig",
     "AfterRunHook",
@@ -176,6 +180,7 @@ __all__ = (
     "PtyBackendConfig",
     "RebasableConfig",
     "RemoteError",
+    "RetryPolicy",
     "RunRequest",
     "RunStream",
     "Scorer",
@@ -211,6 +216,7 @@ __all__ = (
     "VideoBlock",
     "__version__",
     "agent_config_from_dict",
+    "is_retryable",
     "preset",
     "run_agent",
     "run_batch",

@@ -4,7 +4,8 @@ thread (the process backend's ``RunPool``): the engine of ``oma-bridge batch``.
 One selector drives every item in flight, so an item costs its spawn and a few
 system calls rather than a task, and the CLI starts no event loop. Items,
 results, per-attempt timeouts, retries with backoff and cancellation mean what
-they mean for ``run_batch``: both engines follow ``_policy``. ``sync_batch``
+they mean for ``run_batch``: both engines follow ``bridge.RetryPolicy`` and
+``_policy``. ``sync_batch``
 says when this engine applies.
 """
 
@@ -14,11 +15,10 @@ import heapq
 import time
 from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
-from ..bridge import Agent, OmaBridgeError
+from ..bridge import Agent, OmaBridgeError, RetryPolicy
 from ._items import as_items
 from ._policy import (
     Outcome,
-    RetryPolicy,
     RunWideStop,
     cancelled_result,
     final_result,
@@ -274,7 +274,9 @@ class SyncBatch:
     def _ended(self, token: int, outcome: Outcome) -> Iterator[BatchResult]:
         slot = self._slots[token]
         slot.outcome = outcome
-        delay = self._policy.delay(outcome, slot.attempts, cancelled=self._stopping)
+        delay = self._policy.delay(
+            slot.attempts, retryable=outcome.retryable, stopping=self._stopping
+        )
         if delay is not None:
             heapq.heappush(self._retry_at, (time.monotonic() + delay, token))
             return

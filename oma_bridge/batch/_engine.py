@@ -11,7 +11,8 @@ child for every run anyway; a backend config that is a ``FreshSessionConfig``
 (``AcpBackendConfig``) is asked for fresh sessions, so each worker is one agent
 process of a pool and each item a fresh session on it. ``fresh_process=True``
 gives every attempt its own agent instead. Retries, backoff and cancellation
-follow ``_policy``, as in the blocking engine.
+follow ``bridge.RetryPolicy`` and cancellation ``_policy``, as in the blocking
+engine.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from ..bridge import (
     BackendTimeout,
     FreshSessionConfig,
     OmaBridgeError,
+    RetryPolicy,
 )
 from ._items import BatchItem, BatchResult, as_items
 from ._policy import (
     RUN_WIDE_LIMIT,
     Outcome,
-    RetryPolicy,
     RunWideStop,
     cancelled_result,
     final_result,
@@ -234,7 +235,7 @@ class BatchRun(AsyncContextManagerMixin):
                     attempts += 1
                     outcome = await self._attempt_once(item, agent)
                     delay = self._policy.delay(
-                        outcome, attempts, cancelled=self._stopping
+                        attempts, retryable=outcome.retryable, stopping=self._stopping
                     )
                     if delay is None:
                         break

@@ -52,8 +52,10 @@ if TYPE_CHECKING:
         ToolUseBlock,
         VideoBlock,
     )
+    from .retry import RETRYABLE, RetryPolicy, is_retryable
 
 __all__ = (
+    "RETRYABLE",
     "AfterRunHook",
     "Agent",
     "AgentBackend",
@@ -84,6 +86,7 @@ __all__ = (
     "ProtocolError",
     "RebasableConfig",
     "RemoteError",
+    "RetryPolicy",
     "RunRequest",
     "RunStream",
     "SessionBackend",
@@ -101,13 +104,14 @@ __all__ = (
     "UnsupportedContentBlockError",
     "UsageEvent",
     "VideoBlock",
+    "is_retryable",
     "run_agent",
 )
 
 
 # Imported on first use: a single run (the CLI's) needs neither the hooks'
 # names (without hooks), nor the message types (annotations), nor what only
-# structured streams make (see events).
+# structured streams make (see events), nor the retry policy.
 _LAZY = {
     **dict.fromkeys(("AfterRunHook", "BeforeRunContext", "BeforeRunHook"), "_hooks"),
     **dict.fromkeys(
@@ -122,6 +126,7 @@ _LAZY = {
         "events",
     ),
     **dict.fromkeys(("SessionReplay", "ToolCallRecord"), "_structured"),
+    **dict.fromkeys(("RETRYABLE", "RetryPolicy", "is_retryable"), "retry"),
     **dict.fromkeys(
         (
             "ContentBlock",
