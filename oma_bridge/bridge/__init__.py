@@ -14,6 +14,7 @@ from .backend import (
     RunRequest,
     RunStream,
     SessionBackend,
+    UsageAtEndConfig,
 )
 from .errors import (
     AgentRefusal,
@@ -102,6 +103,7 @@ __all__ = (
     "ToolResultBlock",
     "ToolUseBlock",
     "UnsupportedContentBlockError",
+    "UsageAtEndConfig",
     "UsageEvent",
     "VideoBlock",
     "is_retryable",
