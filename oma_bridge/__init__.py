@@ -27,7 +27,9 @@ if TYPE_CHECKING:
         BatchItem,
         BatchResult,
         BatchRun,
+        SyncBatch,
         run_batch,
+        run_batch_sync,
     )
     from .bridge import (
         RETRYABLE,
@@ -190,6 +192,7 @@ __all__ = (
     "SessionBackend",
     "SessionReplay",
     "StreamEvent",
+    "SyncBatch",
     "Task",
     "TaskCompleteEvent",
     "TaskFailedEvent",
@@ -222,6 +225,7 @@ __all__ = (
     "preset",
     "run_agent",
     "run_batch",
+    "run_batch_sync",
     "serve",
     "serve_streams",
 )
@@ -241,7 +245,17 @@ _LAZY = {
         ),
         "backends",
     ),
-    **dict.fromkeys(("BatchItem", "BatchResult", "BatchRun", "run_batch"), "batch"),
+    **dict.fromkeys(
+        (
+            "BatchItem",
+            "BatchResult",
+            "BatchRun",
+            "SyncBatch",
+            "run_batch",
+            "run_batch_sync",
+        ),
+        "batch",
+    ),
     **dict.fromkeys(("Preset", "agent_config_from_dict", "preset"), "presets"),
     **dict.fromkeys(
         (

@@ -41,6 +41,7 @@ from ._policy import (
     Outcome,
     RunWideStop,
     cancelled_result,
+    check_options,
     final_result,
 )
 
@@ -341,14 +342,13 @@ def run_batch(
     """
     if not isinstance(config, AgentConfig):
         raise TypeError("run_batch needs an AgentConfig")
-    if concurrency < 1:
-        raise ValueError("run_batch concurrency must be at least 1")
-    if retries < 0:
-        raise ValueError("run_batch retries must not be negative")
-    if timeout is not None and timeout <= 0:
-        raise ValueError("run_batch timeout must be positive")
-    if backoff < 0:
-        raise ValueError("run_batch backoff must not be negative")
+    check_options(
+        "run_batch",
+        concurrency=concurrency,
+        retries=retries,
+        timeout=timeout,
+        backoff=backoff,
+    )
     attempt = None
     setup = None
     if executor == "ray":

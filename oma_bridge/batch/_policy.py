@@ -40,6 +40,29 @@ RUN_WIDE_LIMIT = 3
 _AUTH_REQUIRED = -32000
 
 
+def check_options(
+    caller: str,
+    *,
+    concurrency: int,
+    retries: int,
+    timeout: float | None,
+    backoff: float,
+) -> None:
+    """Refuse options neither engine can run with; ``caller`` names the function.
+
+    Raises:
+        ValueError: an option out of range, named in the message.
+    """
+    if concurrency < 1:
+        raise ValueError(f"{caller} concurrency must be at least 1")
+    if retries < 0:
+        raise ValueError(f"{caller} retries must not be negative")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"{caller} timeout must be positive")
+    if backoff < 0:
+        raise ValueError(f"{caller} backoff must not be negative")
+
+
 def is_run_wide(error: BaseException | None) -> bool:
     """Whether every item will fail as ``error`` did: the agent cannot start, or
     it requires authentication that was not given."""

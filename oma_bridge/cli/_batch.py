@@ -40,7 +40,8 @@ from ._signals import handled, not_ignored
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .. import AgentConfig, BatchItem, BatchResult, BatchRun, JSONValue
+    from ..batch import BatchItem, BatchResult, BatchRun
+    from ..bridge import AgentConfig, JSONValue
 
 _MAX_REPORTED = 20
 
@@ -389,16 +390,17 @@ def _run_sync(
     agent, no hooks); as ``_execute``, or None when it cannot run so."""
     if args.executor != "local":
         return None
-    from ..batch._blocking import sync_batch
+    from ..batch import run_batch_sync
 
-    batch = sync_batch(
-        config,
-        todo,
-        concurrency=args.concurrency,
-        retries=args.retries,
-        backoff=args.backoff,
-    )
-    if batch is None:
+    try:
+        batch = run_batch_sync(
+            config,
+            todo,
+            concurrency=args.concurrency,
+            retries=args.retries,
+            backoff=args.backoff,
+        )
+    except TypeError:  # an ACP agent, hooks: they need the event-loop engine
         return None
 
     def stop(signum: int, frame: object) -> None:
@@ -431,7 +433,7 @@ def _run_async(
     """Run the batch on an event loop (ACP agents, hooks, Ray); as ``_execute``."""
     import anyio
 
-    from .. import run_batch
+    from ..batch import run_batch
 
     batch = run_batch(
         config,

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,9 +51,17 @@ def test_bridge_and_a_single_run_load_no_batch_module() -> None:
     assert not {name for name in loaded if name.startswith("oma_bridge.batch")}
 
 
-def test_the_blocking_engine_loads_no_event_loop() -> None:
-    loaded = loaded_after("import oma_bridge.batch._blocking")
-    assert "oma_bridge.batch._policy" in loaded
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import oma_bridge.batch._blocking",
+        "from oma_bridge.batch import SyncBatch, run_batch_sync",
+        "from oma_bridge import SyncBatch, run_batch_sync",
+    ],
+)
+def test_the_blocking_engine_loads_no_event_loop(code: str) -> None:
+    loaded = loaded_after(code)
+    assert {"oma_bridge.batch._blocking", "oma_bridge.batch._policy"} <= loaded
     assert not loaded & {"anyio", "asyncio", "trio", "oma_bridge.batch._engine"}
 
 
@@ -62,4 +72,5 @@ def test_the_top_level_names_come_from_the_batch_package() -> None:
     for name in oma_bridge.batch.__all__:
         assert getattr(oma_bridge, name) is getattr(oma_bridge.batch, name)
     assert oma_bridge.run_batch.__module__ == "oma_bridge.batch._engine"
+    assert oma_bridge.run_batch_sync.__module__ == "oma_bridge.batch._blocking"
     assert list(oma_bridge.batch.__all__) == sorted(oma_bridge.batch.__all__)
