@@ -10,6 +10,10 @@ from ._version import __version__
 # start-up rule); ``__all__`` and the lookup below are made from it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "bridge": (
+        "RETRYABLE",
+        "RetryPolicy",
+        "UsageAtEndConfig",
+        "is_retryable",
         "AfterRunHook",
         "Agent",
         "AgentBackend",
@@ -80,6 +84,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "serve_streams",
     ),
     "batch": (
+        "SyncBatch",
+        "run_batch_sync",
         "BatchItem",
         "BatchResult",
         "BatchRun",
@@ -152,9 +158,12 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         BatchItem as BatchItem,
         BatchResult as BatchResult,
         BatchRun as BatchRun,
+        SyncBatch as SyncBatch,
         run_batch as run_batch,
+        run_batch_sync as run_batch_sync,
     )
     from .bridge import (
+        RETRYABLE as RETRYABLE,
         AfterRunHook as AfterRunHook,
         Agent as Agent,
         AgentBackend as AgentBackend,
@@ -185,6 +194,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         ProtocolError as ProtocolError,
         RebasableConfig as RebasableConfig,
         RemoteError as RemoteError,
+        RetryPolicy as RetryPolicy,
         RunRequest as RunRequest,
         RunStream as RunStream,
         SessionBackend as SessionBackend,
@@ -200,8 +210,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         ToolResultBlock as ToolResultBlock,
         ToolUseBlock as ToolUseBlock,
         UnsupportedContentBlockError as UnsupportedContentBlockError,
+        UsageAtEndConfig as UsageAtEndConfig,
         UsageEvent as UsageEvent,
         VideoBlock as VideoBlock,
+        is_retryable as is_retryable,
         run_agent as run_agent,
     )
     from .orchestration import (

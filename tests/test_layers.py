@@ -347,7 +347,15 @@ def test_bridge_and_a_single_run_load_no_batch_module() -> None:
     assert not {name for name in loaded if name.startswith("oma_bridge.batch")}
 
 
-def test_the_blocking_engine_loads_no_event_loop() -> None:
-    loaded = loaded_after("import oma_bridge.batch._blocking")
-    assert "oma_bridge.batch._policy" in loaded
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import oma_bridge.batch._blocking",
+        "from oma_bridge.batch import SyncBatch, run_batch_sync",
+        "from oma_bridge import SyncBatch, run_batch_sync",
+    ],
+)
+def test_the_blocking_engine_loads_no_event_loop(code: str) -> None:
+    loaded = loaded_after(code)
+    assert {"oma_bridge.batch._blocking", "oma_bridge.batch._policy"} <= loaded
     assert not loaded & {"anyio", "asyncio", "trio", "oma_bridge.batch._engine"}

@@ -1,11 +1,12 @@
 """Batch jobs without an event loop, for backends that run side by side in one
-thread (the process backend's ``RunPool``): the engine of ``oma-bridge batch``.
+thread (the process backend's ``RunPool``): ``run_batch_sync``, the engine of
+``oma-bridge batch``.
 
 One selector drives every item in flight, so an item costs its spawn and a few
 system calls rather than a task, and the CLI starts no event loop. Items,
 results, per-attempt timeouts, retries with backoff and cancellation mean what
-they mean for ``run_batch``: both engines follow ``_policy``. ``sync_batch``
-says when this engine applies.
+they mean for ``run_batch``: both engines follow ``bridge.RetryPolicy`` and
+``_policy``. ``run_batch_sync`` says when this engine applies.
 """
 
 from __future__ import annotations
@@ -14,21 +15,24 @@ import heapq
 import time
 from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
-from ..bridge import Agent, OmaBridgeError
+from ..bridge import Agent, OmaBridgeError, RetryPolicy
 from ._items import as_items
 from ._policy import (
+    RUN_WIDE_LIMIT,
     Outcome,
-    RetryPolicy,
     RunWideStop,
     cancelled_result,
+    check_options,
     final_result,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Iterable, Iterator
+    from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 
-    from ..bridge import AgentConfig, AgentRunResult, RunRequest
+    from ..bridge import AgentConfig, AgentRunResult, JSONValue, RunRequest
     from ._items import BatchItem, BatchResult
+
+__all__ = ("SyncBatch", "run_batch_sync")
 
 
 class BlockingPool(Protocol):
@@ -65,23 +69,74 @@ if TYPE_CHECKING:
         return backend  # mypy checks that its RunPool is a BlockingPool
 
 
-def sync_batch(
+def run_batch_sync(
     config: AgentConfig,
-    items: Iterable[BatchItem | str],
+    items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
     *,
-    concurrency: int,
+    concurrency: int = 4,
     timeout: float | None = None,
     retries: int = 0,
     backoff: float = 1.0,
-) -> SyncBatch | None:
-    """A ``SyncBatch`` when ``config`` can run one (a pooling backend, no
-    hooks: they may be coroutines), else None: use ``run_batch``."""
+    run_wide_limit: int | None = RUN_WIDE_LIMIT,
+) -> SyncBatch:
+    """Run ``config``'s agent once per item, ``concurrency`` at a time, blocking.
+
+    The batch of ``run_batch`` for synchronous code: ``for result in
+    run_batch_sync(config, items):``. No event loop is started (nor anyio
+    imported): one thread drives every running child on one selector, which is
+    what ``oma-bridge batch`` does for a process agent. Items, results,
+    timeouts, retries, backoff, cancellation and ``run_wide_limit`` mean what
+    they mean for ``run_batch``; nothing starts before the iteration does.
+
+    Args:
+        config: The agent: a backend whose runs can share one thread without
+            an event loop (the process backend), and no hooks.
+        items: ``BatchItem`` objects, plain prompts (ids 1, 2, ...), or
+            mappings as in a JSON Lines file (``{"id": ..., "prompt": ...}``);
+            read lazily.
+        concurrency: Items in flight at once.
+        timeout: Seconds per attempt; then the agent's tree is killed and the
+            attempt fails with ``BACKEND_TIMEOUT`` (retryable).
+        retries: Further attempts for a failure a retry can cure (see
+            ``RetryPolicy``).
+        backoff: Seconds before the first retry, doubled for each next one
+            (with jitter, at most 60 s).
+        run_wide_limit: Stop launching items once this many in a row failed,
+            before any succeeded, in a way every item will (``stop_reason``
+            then says why). None or 0: never stop.
+
+    Returns:
+        A ``SyncBatch``: iterate it for the results, in completion order.
+
+    Raises:
+        TypeError: the agent cannot run without an event loop (an ACP or PTY
+            backend, a user-written one, or hooks, which may be coroutines):
+            use ``run_batch``.
+        TypeError, ValueError: an item of a list or tuple is wrong (checked
+            here, before anything starts; the message names its position and
+            key).
+        ValueError: a bad argument.
+    """
+    check_options(
+        "run_batch_sync",
+        concurrency=concurrency,
+        retries=retries,
+        timeout=timeout,
+        backoff=backoff,
+    )
     if config.before_run is not None or config.after_run is not None:
-        return None
+        raise TypeError(
+            "run_batch_sync cannot call before_run or after_run hooks (they may "
+            "be coroutines); use run_batch for an agent with hooks"
+        )
     agent = Agent(config)
     backend = agent.backend
     if not isinstance(backend, PoolingBackend):
-        return None
+        raise TypeError(
+            "run_batch_sync needs a backend whose runs share one thread without "
+            f"an event loop (the process backend); {type(backend).__name__} "
+            "runs on one: use run_batch"
+        )
     return SyncBatch(
         agent,
         backend,
@@ -90,6 +145,7 @@ def sync_batch(
         timeout=timeout,
         retries=retries,
         backoff=backoff,
+        run_wide_limit=run_wide_limit,
     )
 
 
@@ -140,27 +196,29 @@ class _Ticker:
 
 @final
 class SyncBatch:
-    """Iterate it for the results, in completion order, as items end.
+    """A batch running without an event loop; iterate it for the results.
 
-    ``cancel()`` (from a signal handler too) stops launching, kills the trees
-    of the items in flight and reports them as cancelled; the iteration then
-    ends. Leaving the iteration early (``break``, an exception) kills them
-    without a report. After ``RUN_WIDE_LIMIT`` items in a row failed in a way
-    every item will (see ``_policy.RunWideStop``), no more items are launched
-    and ``stop_reason`` says why. ``on_tick`` is called about every ``tick``
-    seconds while the batch runs, for a progress display.
+    Made by ``run_batch_sync``. Results come in completion order, one per item
+    that ran (or was refused at the boundary); nothing starts before the
+    iteration does, and a batch runs once. ``cancel()`` (from a signal handler
+    too) stops launching, kills the trees of the items in flight and reports
+    them as cancelled; the iteration then ends. Leaving the iteration early
+    (``break``, an exception, closing the iterator) kills them without a
+    report. After ``run_wide_limit`` items in a row failed in a way every item
+    will, no more items are launched and ``stop_reason`` says why.
     """
 
     def __init__(
         self,
         agent: Agent,
         backend: PoolingBackend,
-        items: Iterable[BatchItem | str],
+        items: Iterable[BatchItem | str | Mapping[str, JSONValue]],
         *,
         concurrency: int,
         timeout: float | None,
         retries: int,
         backoff: float,
+        run_wide_limit: int | None = RUN_WIDE_LIMIT,
     ) -> None:
         self._agent = agent
         self._backend = backend
@@ -170,7 +228,7 @@ class SyncBatch:
         self._concurrency = concurrency
         self._timeout = timeout
         self._policy = RetryPolicy(retries, backoff)
-        self._run_wide = RunWideStop()
+        self._run_wide = RunWideStop(run_wide_limit)
         self._slots: dict[int, _Slot] = {}  # by token, in start order
         self._retry_at: list[tuple[float, int]] = []  # a heap of (when, token)
         self._tokens = 0
@@ -184,6 +242,7 @@ class SyncBatch:
 
     @property
     def is_cancelled(self) -> bool:
+        """Whether ``cancel()`` was called."""
         return self._stopping
 
     @property
@@ -192,6 +251,12 @@ class SyncBatch:
         return self._run_wide.reason
 
     def cancel(self) -> None:
+        """Stop launching items and cancel those in flight.
+
+        Their process trees are killed and they are reported with
+        ``cancelled=True`` and ``error_kind="CANCELLED"``; the iteration then
+        ends. Safe to call more than once, and from a signal handler.
+        """
         self._stopping = True
         if self._pool is not None:
             self._pool.wake()
@@ -199,6 +264,13 @@ class SyncBatch:
     def results(
         self, on_tick: Callable[[], object] | None = None, tick: float = 0.2
     ) -> Iterator[BatchResult]:
+        """The results, as ``iter(batch)`` gives them, calling ``on_tick``
+        about every ``tick`` seconds while the batch runs (for a progress
+        display; it may call ``cancel()``).
+
+        Raises:
+            RuntimeError: the batch was already run.
+        """
         if self._started:
             raise RuntimeError("a SyncBatch can be run only once")
         self._started = True
@@ -274,7 +346,9 @@ class SyncBatch:
     def _ended(self, token: int, outcome: Outcome) -> Iterator[BatchResult]:
         slot = self._slots[token]
         slot.outcome = outcome
-        delay = self._policy.delay(outcome, slot.attempts, cancelled=self._stopping)
+        delay = self._policy.delay(
+            slot.attempts, retryable=outcome.retryable, stopping=self._stopping
+        )
         if delay is not None:
             heapq.heappush(self._retry_at, (time.monotonic() + delay, token))
             return

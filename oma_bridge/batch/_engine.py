@@ -11,7 +11,8 @@ child for every run anyway; a backend config that is a ``FreshSessionConfig``
 (``AcpBackendConfig``) is asked for fresh sessions, so each worker is one agent
 process of a pool and each item a fresh session on it. ``fresh_process=True``
 gives every attempt its own agent instead. Retries, backoff and cancellation
-follow ``_policy``, as in the blocking engine.
+follow ``bridge.RetryPolicy`` and cancellation ``_policy``, as in the blocking
+engine.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ from ..bridge import (
     BackendTimeout,
     FreshSessionConfig,
     OmaBridgeError,
+    RetryPolicy,
 )
 from ._items import BatchItem, BatchResult, as_items
 from ._policy import (
     RUN_WIDE_LIMIT,
     Outcome,
-    RetryPolicy,
     RunWideStop,
     cancelled_result,
+    check_options,
     final_result,
 )
 
@@ -234,7 +236,7 @@ class BatchRun(AsyncContextManagerMixin):
                     attempts += 1
                     outcome = await self._attempt_once(item, agent)
                     delay = self._policy.delay(
-                        outcome, attempts, cancelled=self._stopping
+                        attempts, retryable=outcome.retryable, stopping=self._stopping
                     )
                     if delay is None:
                         break
@@ -340,14 +342,13 @@ def run_batch(
     """
     if not isinstance(config, AgentConfig):
         raise TypeError("run_batch needs an AgentConfig")
-    if concurrency < 1:
-        raise ValueError("run_batch concurrency must be at least 1")
-    if retries < 0:
-        raise ValueError("run_batch retries must not be negative")
-    if timeout is not None and timeout <= 0:
-        raise ValueError("run_batch timeout must be positive")
-    if backoff < 0:
-        raise ValueError("run_batch backoff must not be negative")
+    check_options(
+        "run_batch",
+        concurrency=concurrency,
+        retries=retries,
+        timeout=timeout,
+        backoff=backoff,
+    )
     attempt = None
     setup = None
     if executor == "ray":

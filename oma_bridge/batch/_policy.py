@@ -1,8 +1,9 @@
-"""The retry, backoff and cancel policy of batch jobs, one for both engines.
+"""The outcome, run-wide stop and cancel rules of batch jobs, one for both engines.
 
 Pure: no I/O, no clock, no event loop. An engine reduces each attempt to an
-``Outcome``, asks ``RetryPolicy.delay`` whether and when to try again, and
-reports the item with ``final_result`` or ``cancelled_result``.
+``Outcome``, asks its ``RetryPolicy`` (``bridge.retry``, the one retry policy
+of the project) whether and when to try again, and reports the item with
+``final_result`` or ``cancelled_result``.
 
 Run-wide failures: a failure that every item will hit (the agent command is
 missing, the agent requires a login) stops a batch from launching more items
@@ -20,35 +21,46 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, final
 
 from ..bridge import (
-    BackendExitError,
     BackendStartError,
-    BackendTimeout,
     OmaBridgeError,
-    ProtocolError,
     RemoteError,
     TokenUsage,
+    is_retryable,
 )
 from ._items import BatchItem, BatchResult
 
 if TYPE_CHECKING:
     from ..bridge import AgentRunResult
 
-#: Failures that can go away on a retry: the agent exited non-zero or crashed,
-#: broke the protocol (a crash mid-frame), or ran out of time.
-RETRYABLE = (BackendExitError, BackendTimeout, ProtocolError)
 #: ``error_kind`` of an item stopped by cancelling the batch.
 CANCELLED = "CANCELLED"
-#: The longest wait before a retry, in seconds, however many attempts failed.
-MAX_BACKOFF = 60.0
 #: Items in a row failing run-wide, with no success before, that stop a batch.
 RUN_WIDE_LIMIT = 3
 #: ACP's JSON-RPC error code for "authentication required".
 _AUTH_REQUIRED = -32000
 
 
-def is_retryable(error: BaseException | None) -> bool:
-    """Whether a retry can help after ``error``: never for a terminal one."""
-    return isinstance(error, RETRYABLE) and not error.terminal
+def check_options(
+    caller: str,
+    *,
+    concurrency: int,
+    retries: int,
+    timeout: float | None,
+    backoff: float,
+) -> None:
+    """Refuse options neither engine can run with; ``caller`` names the function.
+
+    Raises:
+        ValueError: an option out of range, named in the message.
+    """
+    if concurrency < 1:
+        raise ValueError(f"{caller} concurrency must be at least 1")
+    if retries < 0:
+        raise ValueError(f"{caller} retries must not be negative")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"{caller} timeout must be positive")
+    if backoff < 0:
+        raise ValueError(f"{caller} backoff must not be negative")
 
 
 def is_run_wide(error: BaseException | None) -> bool:
@@ -67,6 +79,8 @@ class Outcome(NamedTuple):
     error_kind: str | None
     error_message: str | None
     exit_code: int | None
+    #: A retry can cure the failure (never for a success): what the engine
+    #: tells its ``RetryPolicy``.
     retryable: bool
     usage: TokenUsage
     #: Every item would fail the same way (see ``is_run_wide``).
@@ -104,39 +118,6 @@ class Outcome(NamedTuple):
 
 
 @final
-class RetryPolicy:
-    """When an item is tried again.
-
-    Attributes:
-        retries: Further attempts after the first, for retryable failures.
-        backoff: Seconds before the first retry, doubled for each next one.
-    """
-
-    # A plain class, not a dataclass: building one costs every CLI start.
-    __slots__ = ("backoff", "retries")
-
-    def __init__(self, retries: int = 0, backoff: float = 1.0) -> None:
-        self.retries = retries
-        self.backoff = backoff
-
-    def delay(
-        self, outcome: Outcome, attempts: int, *, cancelled: bool = False
-    ) -> float | None:
-        """Seconds to wait before the next attempt, or None: ``outcome`` is final.
-
-        Args:
-            outcome: The outcome of the last attempt.
-            attempts: Attempts made so far, the last one included.
-            cancelled: The batch was cancelled (then nothing is retried).
-        """
-        if cancelled or outcome.success or not outcome.retryable:
-            return None
-        if attempts > self.retries:
-            return None
-        return backoff_delay(self.backoff, attempts)
-
-
-@final
 class RunWideStop:
     """Decides when a batch stops launching because every item would fail.
 
@@ -171,18 +152,6 @@ class RunWideStop:
                 f"none succeeding, in a way every item will: {outcome.error_kind}: "
                 f"{message}"
             )
-
-
-def backoff_delay(backoff: float, attempts: int) -> float:
-    """Seconds before the next attempt after ``attempts`` failed ones.
-
-    Exponential backoff with jitter, so retries of items that failed together
-    (a rate limit, an overloaded service) spread out.
-    """
-    import random  # only a batch with retries pays for it
-
-    cap = min(MAX_BACKOFF, backoff * 2 ** (attempts - 1))
-    return random.uniform(cap / 2, cap)
 
 
 def final_result(

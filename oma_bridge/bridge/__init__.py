@@ -14,6 +14,7 @@ from .backend import (
     RunStream,
     SessionBackend,
     SessionReplay,
+    UsageAtEndConfig,
 )
 from .errors import (
     AgentRefusal,
@@ -49,8 +50,10 @@ from .messages import (
     ToolUseBlock,
     VideoBlock,
 )
+from .retry import RETRYABLE, RetryPolicy, is_retryable
 
 __all__ = (
+    "RETRYABLE",
     "AfterRunHook",
     "Agent",
     "AgentBackend",
@@ -81,6 +84,7 @@ __all__ = (
     "ProtocolError",
     "RebasableConfig",
     "RemoteError",
+    "RetryPolicy",
     "RunRequest",
     "RunStream",
     "SessionBackend",
@@ -96,7 +100,9 @@ __all__ = (
     "ToolResultBlock",
     "ToolUseBlock",
     "UnsupportedContentBlockError",
+    "UsageAtEndConfig",
     "UsageEvent",
     "VideoBlock",
+    "is_retryable",
     "run_agent",
 )

@@ -26,6 +26,7 @@ __all__ = (
     "RunStream",
     "SessionBackend",
     "SessionReplay",
+    "UsageAtEndConfig",
 )
 
 
@@ -175,6 +176,22 @@ class FreshSessionConfig(Protocol):
     open a fresh one for every run (batch items must not see each other)."""
 
     def with_fresh_sessions(self) -> BackendConfig: ...
+
+
+@runtime_checkable
+class UsageAtEndConfig(Protocol):
+    """A backend config that says when its agent's token usage becomes known.
+
+    ``usage_at_end`` is True when the usage is only known once the run ends: it
+    arrives with the final answer (a CLI's last JSON line, such as Claude Code's
+    ``result``), not while the agent works. The agent is then about to stop by
+    itself when it reports, so a budget that reading breaks gives the run a
+    moment to end instead of killing it at once (its answer is paid for). A
+    config without the property reports usage as it goes, or not at all.
+    """
+
+    @property
+    def usage_at_end(self) -> bool: ...
 
 
 @runtime_checkable

@@ -390,16 +390,17 @@ def _run_sync(
     agent, no hooks); as ``_execute``, or None when it cannot run so."""
     if args.executor != "local":
         return None
-    from ..batch._blocking import sync_batch
+    from ..batch import run_batch_sync
 
-    batch = sync_batch(
-        config,
-        todo,
-        concurrency=args.concurrency,
-        retries=args.retries,
-        backoff=args.backoff,
-    )
-    if batch is None:
+    try:
+        batch = run_batch_sync(
+            config,
+            todo,
+            concurrency=args.concurrency,
+            retries=args.retries,
+            backoff=args.backoff,
+        )
+    except TypeError:  # an ACP agent, hooks: they need the event-loop engine
         return None
 
     def stop(signum: int, frame: object) -> None:

@@ -22,6 +22,7 @@ from ..bridge import (
     ErrorEvent,
     TextEvent,
     TokenUsage,
+    UsageAtEndConfig,
     UsageEvent,
 )
 from ._evaluation import EvaluationSample
@@ -157,12 +158,10 @@ def error_kind(error: BaseException | None) -> str:
 
 
 def _usage_at_end(config: AgentConfig) -> bool:
-    """Whether the agent's usage is parsed from a CLI's output, which reports
-    it with the final answer (Claude Code's ``result`` line, ...)."""
-    from ..backends import ProcessBackendConfig
-
+    """Whether the agent's usage is only known once its run ends, as its
+    backend config declares (a CLI's JSON stream: with the final answer)."""
     backend = config.backend
-    return isinstance(backend, ProcessBackendConfig) and backend.output_format != "text"
+    return isinstance(backend, UsageAtEndConfig) and backend.usage_at_end
 
 
 async def _drive(

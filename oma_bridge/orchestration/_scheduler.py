@@ -5,8 +5,9 @@ then for a slot, then runs its attempts. A slot is held only while an attempt
 runs: it is given back for the backoff before a retry and taken again after.
 Nothing new starts once the budget is exceeded, and running attempts are
 cancelled by it (their trees killed).
-Retries follow the batch policy (``batch._policy``): one definition of which
-failures a retry can help and of the backoff between attempts.
+Retries follow the project's one retry policy (``bridge.RetryPolicy``), as
+batch jobs do: one definition of which failures a retry can help and of the
+backoff between attempts.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from ..batch._policy import backoff_delay, is_retryable
-from ..bridge import OmaBridgeError, TokenUsage
+from ..bridge import OmaBridgeError, RetryPolicy, TokenUsage, is_retryable
 from ._context import call_agent, error_kind
 from ._progress import (
     TaskCompleteEvent,
@@ -136,6 +136,7 @@ class Scheduler:
         started = time.monotonic()
         usage = TokenUsage()
         attempt = 0
+        policy = RetryPolicy(task.retries, task.retry_backoff)
         with self._ctx.tracing.span(
             "oma.task", run_id=self._ctx.run_id, task_id=task.id, agent=name
         ) as span:
@@ -143,7 +144,11 @@ class Scheduler:
                 attempt += 1
                 result = await self._attempt(task, name, attempt)
                 usage = usage + result.token_usage
-                delay = self._retry_delay(task, result, attempt)
+                delay = policy.delay(
+                    attempt,
+                    retryable=not result.success and is_retryable(result.error),
+                    stopping=self._ctx.budget.exceeded is not None,
+                )
                 if delay is None:
                     break
                 await self._ctx.emit(
@@ -183,15 +188,6 @@ class Scheduler:
         except OmaBridgeError as exc:
             # Refused at the boundary (a NUL for an argv prompt, ...): terminal.
             return AgentRunResult(success=False, error=exc)
-
-    def _retry_delay(
-        self, task: Task, result: AgentRunResult, attempt: int
-    ) -> float | None:
-        if result.success or self._ctx.budget.exceeded is not None:
-            return None
-        if attempt > task.retries or not is_retryable(result.error):
-            return None
-        return backoff_delay(task.retry_backoff, attempt) if task.retry_backoff else 0.0
 
     async def _backoff(self, delay: float, slot: _Slot) -> bool:
         """Wait before a retry, then for a slot; False if the budget ran out

@@ -165,4 +165,5 @@ def test_the_top_level_names_come_from_the_batch_package() -> None:
     for name in oma_bridge.batch.__all__:
         assert getattr(oma_bridge, name) is getattr(oma_bridge.batch, name)
     assert oma_bridge.run_batch.__module__ == "oma_bridge.batch._engine"
+    assert oma_bridge.run_batch_sync.__module__ == "oma_bridge.batch._blocking"
     assert list(oma_bridge.batch.__all__) == sorted(oma_bridge.batch.__all__)

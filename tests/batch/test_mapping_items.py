@@ -7,8 +7,13 @@ import sys
 
 import pytest
 
-from oma_bridge import AgentConfig, BatchItem, ProcessBackendConfig, run_batch
-from oma_bridge.batch._blocking import sync_batch
+from oma_bridge import (
+    AgentConfig,
+    BatchItem,
+    ProcessBackendConfig,
+    run_batch,
+    run_batch_sync,
+)
 from oma_bridge.batch._items import as_items
 from oma_bridge.cli._batch_input import parse
 
@@ -112,7 +117,7 @@ async def test_an_on_result_failure_ends_the_block_with_a_plain_error() -> None:
 def test_the_blocking_engine_checks_a_list_before_anything_starts(tmp_path) -> None:
     marker = tmp_path / "spawned"
     with pytest.raises(TypeError, match="item 2: 'id' must be a string or an int"):
-        sync_batch(_spawns_nothing(marker), ["fine", {"id": None, "prompt": "x"}],
+        run_batch_sync(_spawns_nothing(marker), ["fine", {"id": None, "prompt": "x"}],
                    concurrency=2)  # fmt: skip
     assert not marker.exists()
 

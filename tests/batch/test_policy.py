@@ -1,31 +1,23 @@
-"""``batch._policy``: the retry, backoff and cancel rules both engines follow,
-tested on their own (no process, no event loop, no clock)."""
+"""``batch._policy``: the outcome and cancel rules both engines follow, tested
+on their own (no process, no event loop, no clock). The retry policy they ask
+is bridge's (``tests/bridge/test_retry.py``)."""
 
 from __future__ import annotations
 
-import pytest
-
 from oma_bridge import (
-    AgentRefusal,
     AgentRunResult,
     BackendExitError,
-    BackendStartError,
     BackendTimeout,
     BatchItem,
     InvalidMessageError,
-    ProtocolError,
+    RetryPolicy,
     TokenUsage,
-    UnsupportedContentBlockError,
 )
 from oma_bridge.batch._policy import (
     CANCELLED,
-    MAX_BACKOFF,
     Outcome,
-    RetryPolicy,
-    backoff_delay,
     cancelled_result,
     final_result,
-    is_retryable,
 )
 
 ITEM = BatchItem(id="i", input="hello", extra={"topic": "cats"})
@@ -35,26 +27,6 @@ EXIT = BackendExitError("agent", exit_code=3)
 def failure(error: BackendExitError | None = EXIT) -> Outcome:
     result = AgentRunResult(success=False, output="part", error=error, exit_code=3)
     return Outcome.of(result)
-
-
-@pytest.mark.parametrize(
-    ("error", "retryable"),
-    [
-        (EXIT, True),
-        (BackendTimeout("run", timeout=1), True),
-        (ProtocolError("garbage"), True),
-        (InvalidMessageError("bad input"), False),
-        (UnsupportedContentBlockError("image", backend="process"), False),
-        (BackendStartError("agent", reason="not found"), False),
-        (AgentRefusal("no"), False),
-        (ValueError("not ours"), False),
-        (None, False),
-    ],
-)
-def test_only_failures_a_retry_can_cure_are_retryable(
-    error: BaseException | None, retryable: bool
-) -> None:
-    assert is_retryable(error) is retryable
 
 
 def test_an_outcome_keeps_what_the_run_reported() -> None:
@@ -87,29 +59,18 @@ def test_an_attempt_that_produced_nothing_is_retryable_only_when_it_can_help() -
     )
 
 
-def test_a_retryable_failure_is_retried_up_to_retries_times() -> None:
+def test_an_outcome_tells_the_policy_whether_a_retry_can_help() -> None:
     policy = RetryPolicy(retries=2, backoff=0.0)
-    assert policy.delay(failure(), attempts=1) == 0.0
-    assert policy.delay(failure(), attempts=2) == 0.0
-    assert policy.delay(failure(), attempts=3) is None
 
+    def delay(outcome: Outcome) -> float | None:
+        return policy.delay(1, retryable=outcome.retryable)
 
-def test_success_terminal_errors_and_cancellation_are_final() -> None:
-    policy = RetryPolicy(retries=5, backoff=1.0)
-    success = Outcome.of(AgentRunResult(success=True, output="ok"))
-    assert policy.delay(success, attempts=1) is None
-    assert policy.delay(Outcome.failed(InvalidMessageError("x")), attempts=1) is None
-    assert policy.delay(failure(), attempts=1, cancelled=True) is None
-    assert RetryPolicy().delay(failure(), attempts=1) is None  # no retries
-
-
-@pytest.mark.parametrize(
-    ("attempts", "cap"), [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (20, MAX_BACKOFF)]
-)
-def test_backoff_doubles_with_jitter_up_to_the_cap(attempts: int, cap: float) -> None:
-    delays = {backoff_delay(0.5, attempts) for _ in range(200)}
-    assert all(cap / 2 <= delay <= cap for delay in delays)
-    assert len(delays) > 1  # jittered: retries that failed together spread out
+    assert delay(failure()) == 0.0
+    assert delay(Outcome.failed(BackendTimeout("Item 'i'", timeout=2))) == 0.0
+    assert delay(Outcome.lost("RAY_TASK_FAILED", "the worker died")) == 0.0
+    assert delay(Outcome.of(AgentRunResult(success=True, output="ok"))) is None
+    assert delay(Outcome.failed(InvalidMessageError("x"))) is None
+    assert delay(Outcome.of(AgentRunResult(success=False, aborted=True))) is None
 
 
 def test_the_final_result_is_the_last_outcome_with_the_item_fields() -> None:

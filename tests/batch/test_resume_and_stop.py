@@ -22,8 +22,8 @@ from oma_bridge import (
     ProcessBackendConfig,
     RemoteError,
     run_batch,
+    run_batch_sync,
 )
-from oma_bridge.batch._blocking import sync_batch
 from oma_bridge.batch._policy import RUN_WIDE_LIMIT, Outcome, RunWideStop
 from oma_bridge.cli._batch_input import recorded, scan
 from tests.conftest import ACP_PEER, PEERS
@@ -219,7 +219,7 @@ def test_an_acp_agent_requiring_login_stops_the_batch(tmp_path: Path) -> None:
 
 def test_a_success_first_means_no_stop(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
-    batch = sync_batch(
+    batch = run_batch_sync(
         AgentConfig(
             name="ledger",
             backend=ProcessBackendConfig(
@@ -231,7 +231,6 @@ def test_a_success_first_means_no_stop(tmp_path: Path) -> None:
         ["ok", *(f"bad{i} exit:2" for i in range(5))],
         concurrency=1,
     )
-    assert batch is not None
     results = list(batch)
     assert len(results) == 6  # exit failures are not run-wide; nothing stops
     assert batch.stop_reason is None
@@ -268,6 +267,21 @@ async def test_run_batch_never_stops_with_limit_none(tmp_path: Path) -> None:
             got = [result async for result in results]
     assert len(got) == 6
     assert results.stop_reason is None
+
+
+@pytest.mark.parametrize(("limit", "ran"), [(2, 2), (None, 6)])
+def test_run_batch_sync_takes_the_run_wide_limit(
+    tmp_path: Path, limit: int | None, ran: int
+) -> None:
+    config = AgentConfig(
+        name="missing",
+        backend=ProcessBackendConfig(command=str(tmp_path / "no-such-agent")),
+    )
+    batch = run_batch_sync(config, ["a"] * 6, concurrency=1, run_wide_limit=limit)
+    got = list(batch)
+    assert len(got) == ran
+    assert {r.error_kind for r in got} == {"BACKEND_START"}
+    assert (batch.stop_reason is not None) is (limit is not None)
 
 
 def start_failure() -> Outcome:

@@ -1,5 +1,6 @@
-"""``sync_batch``: the event-loop-free batch engine behind ``oma-bridge batch``
-for process agents. It must mean what ``run_batch`` means, item for item."""
+"""``run_batch_sync``: the event-loop-free batch engine behind ``oma-bridge
+batch`` for process agents. It must mean what ``run_batch`` means, item for
+item."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from oma_bridge import AgentConfig, BatchItem, BatchResult, run_batch
-from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.batch._blocking import sync_batch
+from oma_bridge import (
+    AcpBackendConfig,
+    AgentConfig,
+    BatchItem,
+    BatchResult,
+    PtyBackendConfig,
+    SyncBatch,
+    run_batch,
+    run_batch_sync,
+)
 from tests.batch.test_library import ledger_agent, ledger_lines
 from tests.leaks import children
 
@@ -41,11 +49,10 @@ def test_results_match_run_batch_item_for_item(tmp_path: Path) -> None:
     (tmp_path / "sync").mkdir()
     (tmp_path / "async").mkdir()
     options = {"concurrency": 4, "retries": 2, "backoff": 0.01}
-    batch = sync_batch(
+    batch = run_batch_sync(
         ledger_agent(tmp_path / "sync" / "ledger"), mixed_items(tmp_path / "sync"),
         **options,  # type: ignore[arg-type]
     )  # fmt: skip
-    assert batch is not None
     got = {r.id: comparable(r) for r in batch}
 
     async def reference() -> dict[object, dict[str, object]]:
@@ -69,7 +76,7 @@ def test_results_match_run_batch_item_for_item(tmp_path: Path) -> None:
 
 
 def test_a_timed_out_attempt_is_retried_then_reported(tmp_path: Path) -> None:
-    batch = sync_batch(
+    batch = run_batch_sync(
         ledger_agent(tmp_path / "ledger"),
         [BatchItem(id="h", input="h hang"), "quick"],
         concurrency=2,
@@ -77,7 +84,6 @@ def test_a_timed_out_attempt_is_retried_then_reported(tmp_path: Path) -> None:
         retries=1,
         backoff=0.01,
     )
-    assert batch is not None
     got = {r.id: r for r in batch}
     assert got["h"].error_kind == "BACKEND_TIMEOUT" and got["h"].attempts == 2
     assert got["h"].duration_s >= 0.6
@@ -90,8 +96,7 @@ def test_cancel_reports_the_items_in_flight_and_stops_their_trees(
 ) -> None:
     ledger = tmp_path / "ledger"
     items = [BatchItem(id=n, input=f"{n} hang") for n in range(6)]
-    batch = sync_batch(ledger_agent(ledger), items, concurrency=3)
-    assert batch is not None
+    batch = run_batch_sync(ledger_agent(ledger), items, concurrency=3)
     ticks = 0
 
     def tick() -> None:
@@ -112,8 +117,7 @@ def test_cancel_reports_the_items_in_flight_and_stops_their_trees(
 def test_leaving_the_loop_early_kills_what_runs(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     items = ["first", *(f"{n} hang" for n in range(3))]
-    batch = sync_batch(ledger_agent(ledger), items, concurrency=4)
-    assert batch is not None
+    batch = run_batch_sync(ledger_agent(ledger), items, concurrency=4)
     results = batch.results()
     first = next(results)
     assert first.output == "done: first"
@@ -123,7 +127,7 @@ def test_leaving_the_loop_early_kills_what_runs(tmp_path: Path) -> None:
     assert [pid for pid, state in children().items() if state != "Z"] == []
 
 
-def test_hooks_and_acp_agents_are_left_to_run_batch(
+def test_hooks_and_agents_that_need_an_event_loop_are_left_to_run_batch(
     tmp_path: Path,
 ) -> None:
     hooked = AgentConfig(
@@ -131,18 +135,50 @@ def test_hooks_and_acp_agents_are_left_to_run_batch(
         backend=ledger_agent(tmp_path / "l").backend,
         before_run=lambda prompt, ctx: prompt,
     )
-    assert sync_batch(hooked, ["x"], concurrency=1) is None
-    acp = AgentConfig(name="a", backend=AcpBackendConfig(command="true"))
-    assert sync_batch(acp, ["x"], concurrency=1) is None
+    with pytest.raises(TypeError, match=r"hooks .* use run_batch"):
+        run_batch_sync(hooked, ["x"])
+    for backend in (AcpBackendConfig(command="true"), PtyBackendConfig(command="true")):
+        with pytest.raises(TypeError, match=r"without an event loop .* use run_batch"):
+            run_batch_sync(AgentConfig(name="a", backend=backend), ["x"])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"retries": -1}, "retries must not be negative"),
+        ({"timeout": 0}, "timeout must be positive"),
+        ({"backoff": -1.0}, "backoff must not be negative"),
+    ],
+)
+def test_options_out_of_range_are_refused_as_run_batch_refuses_them(
+    tmp_path: Path, options: dict[str, float], message: str
+) -> None:
+    config = ledger_agent(tmp_path / "ledger")
+    with pytest.raises(ValueError, match=f"^run_batch_sync {message}$"):
+        run_batch_sync(config, ["x"], **options)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=f"^run_batch {message}$"):
+        run_batch(config, ["x"], **options)  # type: ignore[arg-type]
+    assert not ledger_lines(tmp_path / "ledger")
+
+
+def test_a_sync_batch_is_the_public_blocking_batch(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    batch = run_batch_sync(ledger_agent(ledger), ["a", {"id": "b", "prompt": "b"}])
+    assert isinstance(batch, SyncBatch)
+    assert batch.running == 0 and not batch.is_cancelled  # nothing started yet
+    assert not ledger_lines(ledger)
+    got = {result.id: result.output for result in batch}
+    assert got == {1: "done: a", "b": "done: b"}
+    assert batch.stop_reason is None
 
 
 @pytest.mark.parametrize("concurrency", [1, 8])
 def test_every_item_has_exactly_one_result(tmp_path: Path, concurrency: int) -> None:
     ledger = tmp_path / "ledger"
-    batch = sync_batch(
+    batch = run_batch_sync(
         ledger_agent(ledger), (f"i{n}" for n in range(30)), concurrency=concurrency
     )
-    assert batch is not None
     got = list(batch)
     assert sorted(r.id for r in got) == list(range(1, 31))
     assert all(r.output == f"done: i{r.id - 1}" for r in got)  # type: ignore[operator]
@@ -151,8 +187,7 @@ def test_every_item_has_exactly_one_result(tmp_path: Path, concurrency: int) -> 
 
 def test_nothing_is_opened_until_the_results_are_read(tmp_path: Path) -> None:
     # The no_leaks fixture fails the test on a descriptor left open.
-    batch = sync_batch(ledger_agent(tmp_path / "ledger"), ["a"], concurrency=1)
-    assert batch is not None
+    batch = run_batch_sync(ledger_agent(tmp_path / "ledger"), ["a"], concurrency=1)
     batch.cancel()  # before it starts: nothing runs, nothing is reported
     assert list(batch.results()) == []
     assert not ledger_lines(tmp_path / "ledger")

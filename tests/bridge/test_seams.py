@@ -11,7 +11,9 @@ from oma_bridge import (
     FreshSessionConfig,
     InputProfile,
     ProcessBackendConfig,
+    PtyBackendConfig,
     RebasableConfig,
+    UsageAtEndConfig,
     run_batch,
 )
 
@@ -45,6 +47,16 @@ def test_the_transports_declare_their_seams():
     assert isinstance(acp, FreshSessionConfig)
     assert acp.with_fresh_sessions().session_per_run
     assert not acp.session_per_run
+
+
+def test_a_config_says_whether_usage_is_only_known_at_the_end():
+    text = ProcessBackendConfig(command=sys.executable)
+    parsed = dataclasses.replace(text, output_format="claude-stream-json")
+    assert isinstance(text, UsageAtEndConfig) and not text.usage_at_end
+    assert parsed.usage_at_end  # the CLI's result line carries it, with the answer
+    # ACP agents report usage as they go, a terminal program never.
+    assert not isinstance(AcpBackendConfig(command=sys.executable), UsageAtEndConfig)
+    assert not isinstance(PtyBackendConfig(command=sys.executable), UsageAtEndConfig)
 
 
 async def test_batch_asks_a_user_config_for_fresh_sessions():

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import anyio
+import anyio.lowlevel
 import pytest
 
 from oma_bridge import (
     AgentConfig,
     Evaluation,
+    InputProfile,
     InvalidMessageError,
     OpenMultiAgent,
     TokenUsage,
+    UsageAtEndConfig,
 )
 
 from ..bridge.support import TEXT_ONLY_ERROR, marker_config, text, user
@@ -111,6 +116,41 @@ async def test_a_budget_stops_a_run_that_spends_too_much():
     (stop,) = progress.of("budget_exceeded")
     assert stop.usage == TokenUsage(600, 500)
     assert (stop.agent, stop.task_id) == ("py", None)
+
+
+@dataclass(frozen=True)
+class UsageWithAnswer:
+    """A user-written config declaring when its agent's usage is known."""
+
+    backend: PythonBackend
+    usage_at_end: bool
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return self.backend.input_profile
+
+    def create_backend(self) -> PythonBackend:
+        return self.backend
+
+
+@pytest.mark.parametrize("usage_at_end", [True, False])
+async def test_a_run_whose_usage_comes_with_its_answer_may_finish(usage_at_end):
+    # The report breaks the budget; the agent answers at its next checkpoint.
+    backend = PythonBackend(
+        usage=TokenUsage(600, 500), after_usage=anyio.lowlevel.checkpoint
+    )
+    config = UsageWithAnswer(backend, usage_at_end=usage_at_end)
+    assert isinstance(config, UsageAtEndConfig)
+    progress = Recorder()
+    oma = OpenMultiAgent(on_progress=progress, max_token_budget=1000)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_agent(AgentConfig(name="py", backend=config), "go")
+    assert result.token_usage == TokenUsage(600, 500)
+    assert progress.types() == ["agent_start", "budget_exceeded", "agent_complete"]
+    if usage_at_end:  # spared: its answer is already paid for
+        assert result.success and result.output == "python saw: go"
+    else:  # stopped at once, as any run that goes on working
+        assert result.aborted and result.budget_exceeded and not result.success
 
 
 def spends_then_hangs():

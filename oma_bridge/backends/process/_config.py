@@ -103,6 +103,11 @@ class ProcessBackendConfig:
             nul="reject" if self.input == "argument" else "allow",
         )
 
+    @property
+    def usage_at_end(self) -> bool:
+        # A CLI's JSON stream reports usage with its final answer; text, never.
+        return self.output_format != "text"
+
     def create_backend(self) -> ProcessBackend:
         return ProcessBackend(self)
 
