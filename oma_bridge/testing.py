@@ -163,7 +163,8 @@ class ScriptedBackend:
         """Nothing to stop: a run left open is stopped by closing its stream."""
 
     async def _start(self, request: RunRequest) -> Turn:
-        """Record ``request`` and take its turn, resolved to a ``Turn``."""
+        """Record ``request``, count its run open, and take its turn, resolved to
+        a ``Turn``."""
         self.requests.append(request)
         self._open += 1
         try:
