@@ -18,6 +18,9 @@ SUBPACKAGES = (
     "oma_bridge.batch",
     "oma_bridge.orchestration",
 )
+#: Public modules whose names are used under their module's name, as httpx's
+#: ``MockTransport`` is: a test helper is no part of what ``oma_bridge`` runs.
+SUBMODULES = ("oma_bridge.testing",)
 
 
 def _raise(name):
@@ -39,7 +42,7 @@ PUBLIC_MODULES = _public_modules()
 
 
 def test_the_walk_finds_the_subpackages():
-    assert set(SUBPACKAGES) <= set(PUBLIC_MODULES)
+    assert set(SUBPACKAGES) | set(SUBMODULES) <= set(PUBLIC_MODULES)
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
@@ -56,7 +59,7 @@ def test_every_name_in_all_exists(name):
     assert not missing, f"{name}.__all__ names what it does not define: {missing}"
 
 
-@pytest.mark.parametrize("name", ["oma_bridge", *SUBPACKAGES])
+@pytest.mark.parametrize("name", ["oma_bridge", *SUBPACKAGES, *SUBMODULES])
 def test_packages_declare_all_as_a_tuple(name):
     assert isinstance(importlib.import_module(name).__all__, tuple)
 
@@ -96,6 +99,13 @@ def test_subpackage_public_names_are_reexported_from_the_top(name):
         assert getattr(oma_bridge, item) is getattr(package, item), item
 
 
+@pytest.mark.parametrize("name", SUBMODULES)
+def test_submodule_public_names_stay_under_their_module(name):
+    module = importlib.import_module(name)
+    shared = set(module.__all__) & set(oma_bridge.__all__)
+    assert not shared, f"{name} names also exported from oma_bridge: {shared}"
+
+
 def test_top_level_exports_are_reexports():
     # Nothing lives in oma_bridge/__init__.py itself but re-exports.
     elsewhere = {
@@ -108,20 +118,18 @@ def test_top_level_exports_are_reexports():
     assert not extra, f"oma_bridge exports names no public module exports: {extra}"
 
 
-def test_importing_oma_bridge_stays_light():
-    code = (
-        "import json, sys\nimport oma_bridge\nprint(json.dumps(sorted(sys.modules)))\n"
-    )
+HEAVY = ("pydantic", "rich", "acp", "opentelemetry", "pexpect")
+
+
+@pytest.mark.parametrize("name", ["oma_bridge", *SUBMODULES])
+def test_importing_it_stays_light(name):
+    code = f"import json, sys\nimport {name}\nprint(json.dumps(sorted(sys.modules)))\n"
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
-    assert "oma_bridge" in loaded  # the check below looks at the right process
-    heavy = sorted(
-        name
-        for name in loaded
-        if name.split(".")[0] in ("pydantic", "rich", "acp", "opentelemetry", "pexpect")
-    )
-    assert not heavy, f"importing oma_bridge imported {heavy}"
+    assert name in loaded  # the check below looks at the right process
+    heavy = sorted(module for module in loaded if module.split(".")[0] in HEAVY)
+    assert not heavy, f"importing {name} imported {heavy}"
 
 
 def test_the_package_and_the_cli_entry_load_no_library_module():

@@ -34,7 +34,7 @@ from oma_bridge.acp.rpc._framing import preview
 
 from .acp.support import PEERS, WAIT, agent_for
 from .fresh_python import oma_bridge_cli, start_cli, stop_cli
-from .orchestration.support import PythonBackend
+from .orchestration.support import python_backend
 from .secret_corpus import SAID, SHAPES, leaked
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ async def test_a_pty_programs_terminal_tail(tmp_path: Path) -> None:
 
 
 async def test_evaluation_payloads_stored_redacted() -> None:
-    backend = PythonBackend(reply=lambda prompt: prompt, structured=True)
+    backend = python_backend(reply=lambda prompt: prompt, structured=True)
     config = AgentConfig(name="leaky", backend=backend)
     evaluation = Evaluation({"one": lambda s: 1}, store_payloads="redacted")
     # A message list is stored as JSON text, where quotes are escaped.

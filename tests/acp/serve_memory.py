@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from oma_bridge import AgentRunResult, DoneEvent, InputProfile, TextEvent, ToolCallEvent
+from oma_bridge import InputProfile
 from oma_bridge.acp import serve_streams
+from oma_bridge.testing import ScriptedBackend, ToolCall, Turn
 
 from .support import WAIT
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from oma_bridge import RunRequest, StreamEvent
 
 
 # -- an in-process agent -------------------------------------------------------------
@@ -45,24 +48,30 @@ class Echo:
     def create_backend(self) -> _EchoBackend:
         return _EchoBackend(self)
 
+    def reply(self, request: RunRequest) -> Turn:
+        """The prompt's text, after a tool call when ``tool_input`` is set."""
+        self.prompts.append(request.prompt)
+        look = ToolCall("t1", "look", raw_input=self.tool_input)
+        calls = () if self.tool_input is None else (look,)
+        return Turn(request.prompt, tool_calls=calls)
 
-@dataclass
+
 class _EchoBackend:
-    config: Echo
+    """A session's agent: ``ScriptedBackend`` answers with ``config.reply``, and
+    closing waits as ``config`` asks."""
+
+    def __init__(self, config: Echo) -> None:
+        self.config = config
+        self._scripted = ScriptedBackend(
+            config.reply, input_profile=config.input_profile
+        )
 
     @property
     def input_profile(self) -> InputProfile:
-        return self.config.input_profile
+        return self._scripted.input_profile
 
-    def stream(self, request: Any) -> AsyncIterator[Any]:
-        return self._events(request)
-
-    async def _events(self, request: Any) -> AsyncIterator[Any]:
-        self.config.prompts.append(request.prompt)
-        if self.config.tool_input is not None:
-            yield ToolCallEvent("t1", "look", raw_input=self.config.tool_input)
-        yield TextEvent(request.prompt)
-        yield DoneEvent(AgentRunResult(success=True, output=request.prompt))
+    def stream(self, request: RunRequest) -> AsyncIterator[StreamEvent]:
+        return self._scripted.stream(request)
 
     async def aclose(self) -> None:
         config = self.config

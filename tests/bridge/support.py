@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
-import anyio
-
-from oma_bridge import (
-    AgentRunResult,
-    DoneEvent,
-    InputProfile,
-    ProcessBackendConfig,
-    TextEvent,
-)
+from oma_bridge import InputProfile, ProcessBackendConfig
+from oma_bridge.testing import ScriptedBackend
 
 #: Bound on every wait for a child; generous, and never asserted.
 WAIT = 30
@@ -71,48 +63,18 @@ def marker_config(marker, *, input="stdin"):
     )
 
 
-class EventList:
-    """A plain async iterator over prepared events (no async generator to finalize)."""
-
-    def __init__(self, events):
-        self._events = list(events)
-        self.closed = False
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self):
-        await anyio.lowlevel.checkpoint()
-        if not self._events:
-            raise StopAsyncIteration
-        return self._events.pop(0)
-
-    async def aclose(self):
-        self.closed = True
+#: What ``recording_backend`` admits by default: structured input, any block.
+STRUCTURED = InputProfile(transport="custom", structured=True)
 
 
-@dataclass
-class RecordingBackend:
-    """A custom ``AgentBackend`` that records each request and replies "ok"."""
+def recording_backend(reply="ok", *, during=None, input_profile=STRUCTURED):
+    """A custom backend that records each request and replies ``reply``;
+    ``during`` is called with the request while the run is in flight (to
+    mutate things)."""
 
-    input_profile: InputProfile = field(
-        default_factory=lambda: InputProfile(transport="custom", structured=True)
-    )
-    reply: str = "ok"
-    requests: list = field(default_factory=list)
-    #: Called with the request while the run is in flight (to mutate things).
-    during: object = None
+    def turn(request):
+        if during is not None:
+            during(request)
+        return reply
 
-    def stream(self, request):
-        self.requests.append(request)
-        if self.during is not None:
-            self.during(request)
-        result = AgentRunResult(
-            success=True,
-            output=self.reply,
-            messages=[*request.messages, assistant(text(self.reply))],
-        )
-        return EventList([TextEvent(self.reply), DoneEvent(result)])
-
-    async def aclose(self):
-        pass
+    return ScriptedBackend(turn, input_profile=input_profile)

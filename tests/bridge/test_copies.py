@@ -6,13 +6,13 @@ import pytest
 
 from oma_bridge import Agent, AgentConfig
 
-from .support import RecordingBackend, assistant, echo_config, image, text, user
+from .support import assistant, echo_config, image, recording_backend, text, user
 
 HISTORY = [user(text("SECRET-HISTORY-Q")), assistant(text("SECRET-HISTORY-A"))]
 
 
 async def test_mutating_the_callers_list_after_stream_changes_nothing():
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend))
     block = text("original")
     messages = [user(block, image())]
@@ -55,7 +55,7 @@ async def test_mutating_the_result_messages_does_not_change_the_history():
 
 def test_mutating_config_history_after_construction_changes_nothing():
     history = [user(text("q")), assistant(text("a"))]
-    agent = Agent(AgentConfig(name="a", backend=RecordingBackend(), history=history))
+    agent = Agent(AgentConfig(name="a", backend=recording_backend(), history=history))
     history[0]["content"][0]["text"] = "mutated"
     history.append(user(text("mutated")))
     assert agent.get_history() == [user(text("q")), assistant(text("a"))]

@@ -10,11 +10,11 @@ from oma_bridge import Agent, AgentConfig, InvalidMessageError, ProcessBackendCo
 
 from .support import (
     PNG_B64,
-    RecordingBackend,
     echo_config,
     image,
     image_url,
     marker_config,
+    recording_backend,
     text,
     user,
 )
@@ -201,7 +201,7 @@ def _expected_prefix(path):
     [pytest.param(*case, id=name) for name, case in MALFORMED_MESSAGES.items()],
 )
 async def test_malformed_messages_name_the_index_path(value, path, fragment):
-    backend = RecordingBackend()  # structured: only the shape can be at fault
+    backend = recording_backend()  # structured: only the shape can be at fault
     agent = Agent(AgentConfig(name="a", backend=backend))
     with pytest.raises(InvalidMessageError) as caught:
         await agent.run(value)
@@ -264,7 +264,7 @@ async def test_malformed_prompt_blocks_name_the_index_path(
     tmp_path, blocks, path, fragment
 ):
     marker = tmp_path / "MARK"
-    for backend in (RecordingBackend(), marker_config(marker)):
+    for backend in (recording_backend(), marker_config(marker)):
         agent = Agent(AgentConfig(name="a", backend=backend))
         with pytest.raises(InvalidMessageError) as caught:
             await agent.prompt(blocks)
@@ -278,7 +278,7 @@ async def test_malformed_prompt_blocks_name_the_index_path(
 async def test_cyclic_data_is_rejected_as_invalid_input():
     tool_input = {"name": "loop"}
     tool_input["self"] = tool_input
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend))
     with pytest.raises(InvalidMessageError) as caught:
         await agent.run([user(_tool_use(tool_input))])
@@ -289,7 +289,7 @@ async def test_cyclic_data_is_rejected_as_invalid_input():
 def test_malformed_config_history_names_its_path():
     bad = [user(text("ok")), {"role": "assistant", "content": [{"type": 1}]}]
     with pytest.raises(InvalidMessageError) as caught:
-        Agent(AgentConfig(name="a", backend=RecordingBackend(), history=bad))
+        Agent(AgentConfig(name="a", backend=recording_backend(), history=bad))
     assert caught.value.path == ("history", 1, "content", 0)
     assert str(caught.value).startswith("history[1].content[0]: ")
 
@@ -318,7 +318,7 @@ async def test_well_formed_media_and_tool_blocks_are_accepted():
             {"type": "thinking", "thinking": "other types are the profile's call"},
         ),
     ]
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend))
     result = await agent.run(messages)
     assert result.success
@@ -337,7 +337,7 @@ async def test_nested_tool_results_are_rejected_at_depth_one(tmp_path, shape):
             block = _tool_result([block])
     path = ("input", 0, "content", 0, "content", 0, "type")
     marker = tmp_path / "MARK"
-    for backend in (RecordingBackend(), marker_config(marker)):
+    for backend in (recording_backend(), marker_config(marker)):
         agent = Agent(AgentConfig(name="a", backend=backend))
         with pytest.raises(InvalidMessageError, match="only text and image") as caught:
             agent.stream([user(block)])

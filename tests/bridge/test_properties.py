@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from oma_bridge import Agent, AgentConfig, InvalidMessageError
 
-from .support import RecordingBackend
+from .support import recording_backend
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -33,7 +33,7 @@ json_values = st.recursive(
 
 
 def agent() -> Agent:
-    return Agent(AgentConfig(name="p", backend=RecordingBackend()))
+    return Agent(AgentConfig(name="p", backend=recording_backend()))
 
 
 # -- valid inputs ------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 from oma_bridge import (
     AcpBackendConfig,
@@ -17,7 +18,10 @@ from oma_bridge import (
     run_batch,
 )
 
-from .support import RecordingBackend
+from .support import recording_backend
+
+if TYPE_CHECKING:
+    from oma_bridge.testing import ScriptedBackend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +34,8 @@ class SessionfulConfig:
     def input_profile(self) -> InputProfile:
         return InputProfile(transport="custom")
 
-    def create_backend(self) -> RecordingBackend:
-        return RecordingBackend(reply="fresh" if self.fresh else "shared")
+    def create_backend(self) -> ScriptedBackend:
+        return recording_backend(reply="fresh" if self.fresh else "shared")
 
     def with_fresh_sessions(self) -> SessionfulConfig:
         return dataclasses.replace(self, fresh=True)
@@ -67,7 +71,7 @@ async def test_batch_asks_a_user_config_for_fresh_sessions():
 
 
 async def test_batch_leaves_a_config_without_the_seam_alone():
-    config = AgentConfig(name="plain", backend=RecordingBackend(reply="as is"))
+    config = AgentConfig(name="plain", backend=recording_backend(reply="as is"))
     async with run_batch(config, ["a"], concurrency=1) as results:
         outputs = [result.output async for result in results]
     assert outputs == ["as is"]

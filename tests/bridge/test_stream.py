@@ -21,8 +21,9 @@ from oma_bridge import (
     TextEvent,
     run_agent,
 )
+from oma_bridge.testing import ScriptedBackend, Turn
 
-from .support import WAIT, EventList, RecordingBackend, echo_config, marker_config
+from .support import WAIT, echo_config, marker_config
 
 CHATTY = (
     "import sys\n"
@@ -207,33 +208,19 @@ async def test_run_agent_runs_a_one_off_agent():
     assert result.output == "hello"
 
 
-class _ScriptedBackend(RecordingBackend):
-    """Replies with a fixed list of events, whatever they are."""
-
-    def __init__(self, events):
-        super().__init__()
-        self.events = events
-        self.iterators = []
-
-    def stream(self, request):
-        self.requests.append(request)
-        iterator = EventList(self.events)
-        self.iterators.append(iterator)
-        return iterator
-
-
 async def test_nothing_is_delivered_after_the_terminal_event():
     done = DoneEvent(AgentRunResult(success=True, output="a"))
-    backend = _ScriptedBackend([TextEvent("a"), done, TextEvent("extra"), done])
+    script = Turn(events=(TextEvent("a"), done, TextEvent("extra"), done))
+    backend = ScriptedBackend([script])
     agent = Agent(AgentConfig(name="a", backend=backend))
     async with agent.stream("go") as events:
         collected = [event async for event in events]
     assert collected == [TextEvent("a"), done]
-    assert backend.iterators[0].closed
+    assert backend.open_runs == 0  # the backend's stream was closed
 
 
 async def test_a_stream_without_a_terminal_event_is_a_protocol_error():
-    backend = _ScriptedBackend([TextEvent("a")])
+    backend = ScriptedBackend([Turn(events=(TextEvent("a"),))])
     agent = Agent(AgentConfig(name="a", backend=backend))
     with pytest.raises(ProtocolError, match="without a done or error event"):
         await agent.run("go")

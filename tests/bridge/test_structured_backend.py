@@ -17,10 +17,10 @@ from oma_bridge import (
 
 from .support import (
     PNG_B64,
-    RecordingBackend,
     assistant,
     image,
     image_url,
+    recording_backend,
     text,
     user,
 )
@@ -39,12 +39,12 @@ def _conversation():
     ]
 
 
-def test_recording_backend_implements_the_protocol():
-    assert isinstance(RecordingBackend(), AgentBackend)
+def test_the_recording_backend_implements_the_protocol():
+    assert isinstance(recording_backend(), AgentBackend)
 
 
 async def test_structured_messages_arrive_intact():
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend, history=HISTORY))
     messages = _conversation()
 
@@ -59,7 +59,7 @@ async def test_structured_messages_arrive_intact():
 
 
 async def test_mutating_the_callers_objects_after_the_call_changes_nothing():
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend))
     messages = _conversation()
 
@@ -91,7 +91,7 @@ async def test_mutating_the_callers_objects_during_the_run_changes_nothing():
     def during(request):
         messages[0]["content"][0]["text"] = "MUTATED"
 
-    backend = RecordingBackend(during=during)
+    backend = recording_backend(during=during)
     agent = Agent(AgentConfig(name="a", backend=backend, before_run=before_run))
     await agent.run(messages)
 
@@ -110,7 +110,7 @@ async def test_mutating_the_callers_objects_during_the_run_changes_nothing():
     ],
 )
 async def test_prompt_on_a_structured_backend_sends_history_plus_turn(turn, expected):
-    backend = RecordingBackend(reply="answer")
+    backend = recording_backend(reply="answer")
     agent = Agent(AgentConfig(name="a", backend=backend, history=HISTORY))
 
     result = await agent.prompt(turn)
@@ -122,7 +122,7 @@ async def test_prompt_on_a_structured_backend_sends_history_plus_turn(turn, expe
 
 
 async def test_second_prompt_sees_the_first_turn():
-    backend = RecordingBackend(reply="answer")
+    backend = recording_backend(reply="answer")
     agent = Agent(AgentConfig(name="a", backend=backend))
     await agent.prompt([text("one")])
     await agent.prompt([text("two")])
@@ -137,7 +137,7 @@ async def test_backend_mutating_its_request_does_not_change_the_history():
     def during(request):
         request.messages[-1]["content"][0]["text"] = "backend scribbled here"
 
-    backend = RecordingBackend(reply="answer", during=during)
+    backend = recording_backend(reply="answer", during=during)
     agent = Agent(AgentConfig(name="a", backend=backend))
     await agent.prompt([text("mine")])
     assert agent.get_history() == [user(text("mine")), assistant(text("answer"))]
@@ -171,7 +171,7 @@ TEXT_ONLY_BLOCKS = InputProfile(
 async def test_block_outside_the_profile_is_unsupported_and_nothing_is_sent(
     call, value, path
 ):
-    backend = RecordingBackend(input_profile=TEXT_ONLY_BLOCKS)
+    backend = recording_backend(input_profile=TEXT_ONLY_BLOCKS)
     agent = Agent(AgentConfig(name="a", backend=backend, history=HISTORY))
 
     with pytest.raises(UnsupportedContentBlockError) as caught:
@@ -193,7 +193,7 @@ async def test_block_added_by_before_run_is_checked_against_the_profile():
     def before_run(ctx):
         return dataclasses.replace(ctx, messages=[user(text("x"), image())])
 
-    backend = RecordingBackend(input_profile=TEXT_ONLY_BLOCKS)
+    backend = recording_backend(input_profile=TEXT_ONLY_BLOCKS)
     agent = Agent(AgentConfig(name="a", backend=backend, before_run=before_run))
     with pytest.raises(UnsupportedContentBlockError):
         await agent.run([user(text("x"))])
@@ -217,7 +217,7 @@ async def test_before_run_messages_replacement_then_prompt_rewrite():
         assert ctx.prompt == "caller text"
         return dataclasses.replace(ctx, messages=replacement, prompt="rewritten")
 
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend, before_run=before_run))
     await agent.run([user(text("caller "), image()), user(text("caller text"))])
 
@@ -241,7 +241,7 @@ async def test_before_run_messages_replacement_alone_replaces_the_input():
     def before_run(ctx):
         return dataclasses.replace(ctx, messages=[user(text("from the hook"))])
 
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend, before_run=before_run))
     await agent.run([user(text("from the caller"))])
     [request] = backend.requests
@@ -251,7 +251,7 @@ async def test_before_run_messages_replacement_alone_replaces_the_input():
 
 async def test_image_only_turn_has_an_empty_ctx_prompt():
     seen = []
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(
         AgentConfig(name="a", backend=backend, before_run=lambda c: seen.append(c))
     )
@@ -264,7 +264,7 @@ async def test_prompt_rewrite_on_an_image_only_turn_puts_the_text_first():
     def before_run(ctx):
         return dataclasses.replace(ctx, prompt="describe it")
 
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend, before_run=before_run))
     await agent.prompt([image(), image(data=PNG_B64)])
     [request] = backend.requests
@@ -277,7 +277,7 @@ async def test_before_run_returning_malformed_messages_is_invalid():
     def before_run(ctx):
         return dataclasses.replace(ctx, messages=[{"role": "tool", "content": []}])
 
-    backend = RecordingBackend()
+    backend = recording_backend()
     agent = Agent(AgentConfig(name="a", backend=backend, before_run=before_run))
     with pytest.raises(InvalidMessageError) as caught:
         await agent.run("hello")

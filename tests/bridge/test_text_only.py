@@ -14,11 +14,11 @@ from oma_bridge import (
 
 from .support import (
     TEXT_ONLY_ERROR,
-    RecordingBackend,
     assistant,
     image,
     image_url,
     marker_config,
+    recording_backend,
     text,
     user,
 )
@@ -106,7 +106,7 @@ def test_stream_rejects_structured_input_without_an_event_loop(tmp_path):
 
 @pytest.mark.parametrize("transport", ["acp", "pty"])
 async def test_text_only_error_names_the_backend_transport(transport):
-    backend = RecordingBackend(input_profile=InputProfile(transport=transport))
+    backend = recording_backend(input_profile=InputProfile(transport=transport))
     agent = Agent(AgentConfig(name="a", backend=backend))
     with pytest.raises(InvalidMessageError) as caught:
         await agent.run([user(text("hello"))])

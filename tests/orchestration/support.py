@@ -1,29 +1,27 @@
-"""Helpers for the orchestration tests: user-written backends, a recorder and
+"""Helpers for the orchestration tests: a user-written backend, a recorder and
 the process tree a ``tree:`` task starts."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from oma_bridge import (
     AgentConfig,
-    AgentRunResult,
-    DoneEvent,
-    ErrorEvent,
     InputProfile,
+    OmaBridgeError,
     OpenMultiAgent,
     ProcessBackendConfig,
     Task,
-    TextEvent,
     TokenUsage,
-    UsageEvent,
 )
+from oma_bridge.testing import ScriptedBackend, Turn
 
 from .. import leaks
 from ..acp.support import open_fifo, wait_line
@@ -45,74 +43,30 @@ def worker(name: str = "worker", **kwargs) -> AgentConfig:
     return AgentConfig(name=name, backend=backend)
 
 
-class Events:
-    """An async iterator over events made by ``make`` when first iterated."""
-
-    def __init__(self, body):
-        self._body = body
-        self._gen = None
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self):
-        if self._gen is None:
-            self._gen = self._body()
-        return await self._gen.__anext__()
-
-    async def aclose(self):
-        if self._gen is not None:
-            await self._gen.aclose()
-
-
-@dataclass
-class PythonBackend:
-    """A user-written ``AgentBackend``: answers with ``reply(prompt)``.
+def python_backend(
+    reply=lambda prompt: f"python saw: {prompt}",
+    *,
+    usage: TokenUsage | None = None,
+    before=None,
+    hangs: bool = False,
+    structured: bool = False,
+    fail: OmaBridgeError | None = None,
+) -> ScriptedBackend:
+    """A user-written ``AgentBackend``: answers every run with ``reply(prompt)``.
 
     ``usage`` is reported as a ``UsageEvent`` before the answer; ``before``
-    is awaited first (to hold the run until a test says so), ``after_usage``
-    after the report (``hang``: an agent that goes on working).
+    is awaited first (to hold the run until a test says so); ``hangs``: after
+    the report the agent goes on working until it is cancelled.
     """
 
-    reply: object = lambda prompt: f"python saw: {prompt}"
-    usage: TokenUsage | None = None
-    before: object = None
-    after_usage: object = None
-    structured: bool = False
-    fail: Exception | None = None
-    requests: list = field(default_factory=list)
+    async def turn(request):
+        if before is not None:
+            await before()
+        delay = math.inf if hangs else 0.0
+        return Turn(reply(request.prompt), usage=usage, delay=delay, error=fail)
 
-    @property
-    def input_profile(self) -> InputProfile:
-        return InputProfile(transport="python", structured=self.structured)
-
-    def stream(self, request):
-        self.requests.append(request)
-
-        async def body():
-            if self.before is not None:
-                await self.before()
-            if self.usage is not None:
-                yield UsageEvent(self.usage)
-            if self.after_usage is not None:
-                await self.after_usage()
-            text = self.reply(request.prompt)
-            yield TextEvent(text)
-            usage = self.usage or TokenUsage()
-            if self.fail is not None:
-                result = AgentRunResult(False, text, error=self.fail)
-                yield ErrorEvent(self.fail, result)
-                return
-            yield DoneEvent(AgentRunResult(True, text, token_usage=usage))
-
-        return Events(body)
-
-    async def aclose(self):
-        pass
-
-
-async def hang() -> None:
-    await anyio.sleep_forever()
+    profile = InputProfile(transport="python", structured=structured)
+    return ScriptedBackend(turn, input_profile=profile)
 
 
 class Recorder:

@@ -8,7 +8,7 @@ from oma_bridge import AgentConfig, OpenMultiAgent, Task, TokenUsage
 
 from .. import leaks
 from ..acp.support import fake_agent, frames
-from .support import WAIT, PythonBackend, Recorder, worker
+from .support import WAIT, Recorder, python_backend, worker
 
 
 async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tree(
@@ -24,7 +24,7 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
         "acp": AgentConfig(name="acp", backend=fake_agent(log, cancel_grace=0.5)),
         "cli": worker("cli"),
         "gate": AgentConfig(
-            name="gate", backend=PythonBackend(before=once_the_tree_runs)
+            name="gate", backend=python_backend(before=once_the_tree_runs)
         ),
     }
     tasks = [

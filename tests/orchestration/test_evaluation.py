@@ -10,11 +10,11 @@ import pytest
 from oma_bridge import AgentConfig, Evaluation, OpenMultiAgent, Task
 
 from ..bridge.support import text, user
-from .support import WAIT, PythonBackend, Recorder
+from .support import WAIT, Recorder, python_backend
 
 
 def agent(**kwargs) -> AgentConfig:
-    return AgentConfig(name="py", backend=PythonBackend(**kwargs))
+    return AgentConfig(name="py", backend=python_backend(**kwargs))
 
 
 async def test_sync_and_async_scorers_are_counted_and_recorded():
@@ -143,7 +143,7 @@ async def test_a_seeded_partial_sample_is_reproducible():
 
 async def test_redacted_payloads_hide_secrets_and_are_bounded():
     secret = "api_key=sk-live-0123456789abcdef"
-    reply = PythonBackend(reply=lambda prompt: f"used {secret} " + "z" * 500)
+    reply = python_backend(reply=lambda prompt: f"used {secret} " + "z" * 500)
     config = AgentConfig(name="py", backend=reply)
     ev = Evaluation(
         {"one": lambda s: 1}, store_payloads="redacted", max_payload_chars=100
@@ -174,7 +174,7 @@ async def test_full_payloads_keep_content_and_serialize_messages():
 
 
 async def test_full_payloads_are_bounded_too():
-    big = AgentConfig(name="py", backend=PythonBackend(reply=lambda p: "w" * 10000))
+    big = AgentConfig(name="py", backend=python_backend(reply=lambda p: "w" * 10000))
     ev = Evaluation({"one": lambda s: 1}, store_payloads="full", max_payload_chars=50)
     async with ev:
         await OpenMultiAgent(evaluation=ev).run_agent(big, "x" * 80)

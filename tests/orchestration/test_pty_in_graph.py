@@ -13,9 +13,9 @@ from ..acp.support import fake_agent, frames
 from .support import (
     PEERS,
     WAIT,
-    PythonBackend,
     Recorder,
     cancelling_run_tasks_kills_the_tree,
+    python_backend,
     worker,
 )
 
@@ -51,7 +51,7 @@ def terminal_worker(name: str = "ptyworker") -> AgentConfig:
 
 async def test_a_terminal_agent_feeds_process_acp_and_python_agents(tmp_path):
     log = tmp_path / "acp.log"
-    python = PythonBackend()
+    python = python_backend()
     progress = Recorder()
     agents = {
         "pty": terminal_agent(),
@@ -97,7 +97,7 @@ async def test_a_budget_stop_kills_a_running_terminal_agents_tree(tree):
         with anyio.fail_after(WAIT):
             await tree.started()
 
-    spender = PythonBackend(usage=TokenUsage(5000, 0), before=spend_once_the_tree_runs)
+    spender = python_backend(usage=TokenUsage(5000, 0), before=spend_once_the_tree_runs)
     agents = {
         "pty": terminal_worker(),
         "spender": AgentConfig(name="spender", backend=spender),

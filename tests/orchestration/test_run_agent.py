@@ -19,7 +19,7 @@ from oma_bridge import (
 )
 
 from ..bridge.support import TEXT_ONLY_ERROR, marker_config, text, user
-from .support import WAIT, PythonBackend, Recorder, hang
+from .support import WAIT, Recorder, python_backend
 
 
 def collect(samples):
@@ -49,7 +49,7 @@ async def test_structured_input_to_a_process_agent_emits_and_samples_nothing(
 
 async def test_a_string_run_keeps_the_prompt_payload_and_is_evaluated_as_the_string():
     progress, samples = Recorder(), []
-    backend = PythonBackend(usage=TokenUsage(3, 4))
+    backend = python_backend(usage=TokenUsage(3, 4))
     async with Evaluation({"seen": collect(samples)}) as evaluation:
         oma = OpenMultiAgent(on_progress=progress, evaluation=evaluation)
         result = await oma.run_agent(AgentConfig(name="py", backend=backend), "hi")
@@ -67,7 +67,7 @@ async def test_a_string_run_keeps_the_prompt_payload_and_is_evaluated_as_the_str
 
 async def test_progress_callbacks_cannot_change_what_runs_or_is_evaluated():
     samples = []
-    backend = PythonBackend(structured=True)
+    backend = python_backend(structured=True)
     messages = [user(text("describe"))]
 
     def vandal(event):
@@ -89,7 +89,7 @@ async def test_progress_callbacks_cannot_change_what_runs_or_is_evaluated():
 
 async def test_structured_samples_are_a_separate_copy():
     samples = []
-    backend = PythonBackend(structured=True)
+    backend = python_backend(structured=True)
     messages = [user(text("one"))]
     async with Evaluation({"seen": collect(samples)}) as evaluation:
         progress = Recorder()
@@ -155,12 +155,12 @@ async def test_a_run_whose_usage_comes_with_its_answer_may_finish(usage_at_end):
 
 def spends_then_hangs():
     """Reports 1100 tokens, then never answers."""
-    return PythonBackend(usage=TokenUsage(600, 500), after_usage=hang)
+    return python_backend(usage=TokenUsage(600, 500), hangs=True)
 
 
 async def test_an_evaluation_must_be_open():
     oma = OpenMultiAgent(evaluation=Evaluation({}))
-    backend = PythonBackend()
+    backend = python_backend()
     with pytest.raises(RuntimeError, match="async with"):
         await oma.run_agent(AgentConfig(name="py", backend=backend), "hi")
     assert backend.requests == []

@@ -9,7 +9,9 @@ import pytest
 
 from oma_bridge import (
     AgentConfig,
+    AgentRunResult,
     BackendExitError,
+    DoneEvent,
     InvalidMessageError,
     OpenMultiAgent,
     ProcessBackendConfig,
@@ -18,15 +20,15 @@ from oma_bridge import (
     TeamAgent,
     TokenUsage,
 )
+from oma_bridge.testing import ScriptedBackend, Turn
 
 from ..acp.support import fake_agent, frames
 from ..bridge.support import marker_config, text, user
 from .support import (
     WAIT,
-    PythonBackend,
     Recorder,
     cancelling_run_tasks_kills_the_tree,
-    hang,
+    python_backend,
     worker,
 )
 
@@ -59,11 +61,11 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
             await event("task_complete", "flaky").wait()
             await tree.started()  # the long task's tree is running
 
-    python = PythonBackend()
-    spender = PythonBackend(
+    python = python_backend()
+    spender = python_backend(
         usage=TokenUsage(5000, 0),
         before=spend_when_the_rest_is_settled,
-        after_usage=hang,
+        hangs=True,
     )
     agents = {
         "cli": worker("cli"),
@@ -207,8 +209,8 @@ async def test_a_failure_a_retry_cannot_help_is_not_retried(tmp_path):
 
 async def test_unassigned_tasks_go_by_capability_else_round_robin():
     agents = {
-        "a": TeamAgent(AgentConfig(name="a", backend=PythonBackend())),
-        "b": TeamAgent(AgentConfig(name="b", backend=PythonBackend()), ("review",)),
+        "a": TeamAgent(AgentConfig(name="a", backend=python_backend())),
+        "b": TeamAgent(AgentConfig(name="b", backend=python_backend()), ("review",)),
     }
     tasks = [Task(id=f"t{i}", description="x") for i in range(3)]
     tasks.append(Task(id="r", description="x", capability="review"))
@@ -228,7 +230,7 @@ async def test_no_more_tasks_run_at_once_than_max_concurrency():
             await anyio.lowlevel.checkpoint()
         running -= 1
 
-    agents = {"py": AgentConfig(name="py", backend=PythonBackend(before=count))}
+    agents = {"py": AgentConfig(name="py", backend=python_backend(before=count))}
     tasks = [Task(id=str(i), description="x") for i in range(6)]
     result = await OpenMultiAgent(max_concurrency=2).run_tasks(tasks, agents)
     assert result.success and peak == 2
@@ -259,8 +261,8 @@ async def test_a_task_waiting_to_retry_gives_its_slot_to_a_ready_task(tmp_path):
 
 
 async def test_a_dependency_output_reaches_the_prompt_bounded():
-    big = PythonBackend(reply=lambda prompt: "y" * 20000)
-    seen = PythonBackend()
+    big = python_backend(reply=lambda prompt: "y" * 20000)
+    seen = python_backend()
     agents = {
         "big": AgentConfig(name="big", backend=big),
         "seen": AgentConfig(name="seen", backend=seen),
@@ -279,7 +281,7 @@ async def test_a_dependency_output_reaches_the_prompt_bounded():
 
 async def test_task_events_have_stable_shapes():
     progress = Recorder()
-    agents = {"py": AgentConfig(name="py", backend=PythonBackend())}
+    agents = {"py": AgentConfig(name="py", backend=python_backend())}
     await OpenMultiAgent(on_progress=progress).run_tasks(
         [Task(id="a", title="Alpha", description="x")], agents
     )
@@ -300,7 +302,7 @@ async def test_task_events_have_stable_shapes():
 
 
 async def test_a_cost_budget_stops_the_run_and_reports_it():
-    spender = PythonBackend(usage=TokenUsage(1, 1, cost=0.5), after_usage=hang)
+    spender = python_backend(usage=TokenUsage(1, 1, cost=0.5), hangs=True)
     progress = Recorder()
     oma = OpenMultiAgent(on_progress=progress, max_cost_usd=0.1)
     with anyio.fail_after(WAIT):
@@ -320,25 +322,15 @@ async def test_a_cost_budget_stops_the_run_and_reports_it():
 
 async def test_usage_known_only_at_the_end_of_a_run_still_counts():
     # No UsageEvent: the result's token_usage is what the budget sees.
-    class Reports(PythonBackend):
-        def stream(self, request):
-            from oma_bridge import AgentRunResult, DoneEvent
-
-            from .support import Events
-
-            async def body():
-                yield DoneEvent(
-                    AgentRunResult(True, "ok", token_usage=TokenUsage(900, 200))
-                )
-
-            return Events(body)
+    done = DoneEvent(AgentRunResult(True, "ok", token_usage=TokenUsage(900, 200)))
+    reports = ScriptedBackend([Turn(events=(done,))])
 
     result = await OpenMultiAgent(max_token_budget=1000).run_tasks(
         [
             Task(id="a", description="x"),
             Task(id="b", description="y", depends_on=["a"]),
         ],
-        {"py": AgentConfig(name="py", backend=Reports())},
+        {"py": AgentConfig(name="py", backend=reports)},
     )
     assert [t.status for t in result.tasks] == ["completed", "skipped"]
     assert result["b"].reason == "the run's token budget (1000 tokens) was exceeded"
@@ -351,7 +343,7 @@ async def test_a_failing_progress_handler_does_not_fail_the_run(caplog):
 
     result = await OpenMultiAgent(on_progress=broken).run_tasks(
         [Task(id="a", description="x")],
-        {"py": AgentConfig(name="py", backend=PythonBackend())},
+        {"py": AgentConfig(name="py", backend=python_backend())},
     )
     assert result.success
     assert "on_progress raised on a task_start event" in caplog.text
@@ -367,7 +359,9 @@ async def test_a_budget_stop_during_a_retry_backoff_ends_it_without_a_retry(tmp_
     async def once_flaky_waits_to_retry():
         await event("task_retry", "flaky").wait()
 
-    spender = PythonBackend(usage=TokenUsage(5000, 0), before=once_flaky_waits_to_retry)
+    spender = python_backend(
+        usage=TokenUsage(5000, 0), before=once_flaky_waits_to_retry
+    )
     agents = {
         "cli": worker("cli"),
         "spender": AgentConfig(name="spender", backend=spender),

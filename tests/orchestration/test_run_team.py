@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -15,7 +16,10 @@ from oma_bridge import (
     ProcessBackendConfig,
 )
 
-from .support import PEERS, WAIT, PythonBackend, Recorder, worker
+from .support import PEERS, WAIT, Recorder, python_backend, worker
+
+if TYPE_CHECKING:
+    from oma_bridge.testing import ScriptedBackend
 
 
 def coordinator(*flags: str) -> AgentConfig:
@@ -27,12 +31,12 @@ def coordinator(*flags: str) -> AgentConfig:
     return AgentConfig(name="lead", backend=backend)
 
 
-def team(python: PythonBackend) -> dict[str, AgentConfig]:
+def team(python: ScriptedBackend) -> dict[str, AgentConfig]:
     return {"cli": worker("cli"), "py": AgentConfig(name="py", backend=python)}
 
 
 async def test_a_team_plans_runs_and_answers():
-    python, progress = PythonBackend(), Recorder()
+    python, progress = python_backend(), Recorder()
     oma = OpenMultiAgent(on_progress=progress)
     with anyio.fail_after(WAIT):
         result = await oma.run_team(
@@ -59,7 +63,7 @@ async def test_a_team_plans_runs_and_answers():
 
 
 async def test_a_malformed_plan_is_repaired_once_quoting_the_error():
-    python, progress = PythonBackend(), Recorder()
+    python, progress = python_backend(), Recorder()
     oma = OpenMultiAgent(on_progress=progress)
     with anyio.fail_after(WAIT):
         result = await oma.run_team(
@@ -78,7 +82,7 @@ async def test_a_malformed_plan_is_repaired_once_quoting_the_error():
 
 
 async def test_a_plan_still_malformed_after_the_repair_fails_clearly():
-    python, progress = PythonBackend(), Recorder()
+    python, progress = python_backend(), Recorder()
     oma = OpenMultiAgent(on_progress=progress)
     with anyio.fail_after(WAIT), pytest.raises(PlanError) as caught:
         await oma.run_team(
@@ -91,7 +95,7 @@ async def test_a_plan_still_malformed_after_the_repair_fails_clearly():
 
 
 async def test_plan_only_returns_the_validated_plan_and_runs_nothing():
-    python, progress = PythonBackend(), Recorder()
+    python, progress = python_backend(), Recorder()
     result = await OpenMultiAgent(on_progress=progress).run_team(
         "goal", team(python), coordinator=coordinator(), plan_only=True
     )
@@ -124,7 +128,7 @@ async def test_a_structured_goal_is_refused_before_anything():
 
 
 async def test_an_empty_plan_is_invalid_and_gets_the_repair_request():
-    python, progress = PythonBackend(), Recorder()
+    python, progress = python_backend(), Recorder()
     oma = OpenMultiAgent(on_progress=progress)
     with anyio.fail_after(WAIT):
         result = await oma.run_team(
@@ -138,7 +142,7 @@ async def test_an_empty_plan_is_invalid_and_gets_the_repair_request():
 
 
 async def test_a_plan_between_sentences_with_braces_is_found_first_time():
-    python, progress = PythonBackend(), Recorder()
+    python, progress = python_backend(), Recorder()
     oma = OpenMultiAgent(on_progress=progress)
     with anyio.fail_after(WAIT):
         result = await oma.run_team(

@@ -7,7 +7,7 @@ import pytest
 from oma_bridge import AgentConfig, AgentRefusal, OpenMultiAgent, Task, TokenUsage
 from tests.fresh_python import run_python
 
-from .support import PythonBackend
+from .support import python_backend
 
 sdk = pytest.importorskip(
     "opentelemetry.sdk.trace",
@@ -32,8 +32,8 @@ def exporter():
 
 async def test_a_task_graph_has_a_span_per_run_task_and_agent_call(exporter):
     agents = {
-        "ok": AgentConfig(name="ok", backend=PythonBackend(usage=TokenUsage(7, 5))),
-        "bad": AgentConfig(name="bad", backend=PythonBackend(fail=AgentRefusal("no"))),
+        "ok": AgentConfig(name="ok", backend=python_backend(usage=TokenUsage(7, 5))),
+        "bad": AgentConfig(name="bad", backend=python_backend(fail=AgentRefusal("no"))),
     }
     tasks = [
         Task(id="a", description="x", assignee="ok"),
@@ -70,7 +70,7 @@ async def test_a_task_graph_has_a_span_per_run_task_and_agent_call(exporter):
 
 async def test_run_agent_has_a_root_span_and_an_agent_span(exporter):
     oma = OpenMultiAgent(tracer=exporter.tracer)
-    backend = PythonBackend()
+    backend = python_backend()
     await oma.run_agent(AgentConfig(name="py", backend=backend), "hi")
     names = [s.name for s in exporter.get_finished_spans()]
     assert names == ["oma.agent", "oma.run_agent"]  # children end first
@@ -81,8 +81,8 @@ def test_without_opentelemetry_runs_import_nothing_and_still_work():
     code = (
         "import sys\nsys.modules['opentelemetry'] = None\n"
         "import anyio\nfrom oma_bridge import AgentConfig, OpenMultiAgent\n"
-        "from tests.orchestration.support import PythonBackend\n"
-        "config = AgentConfig(name='py', backend=PythonBackend())\n"
+        "from tests.orchestration.support import python_backend\n"
+        "config = AgentConfig(name='py', backend=python_backend())\n"
         "result = anyio.run(OpenMultiAgent().run_agent, config, 'hi')\n"
         "print(result.output, [m for m in sys.modules if m.startswith('opentel')])\n"
     )
@@ -96,7 +96,7 @@ async def test_a_team_run_is_one_trace_planning_running_and_answering(exporter):
 
     oma = OpenMultiAgent(tracer=exporter.tracer)
     result = await oma.run_team(
-        "goal", team(PythonBackend()), coordinator=coordinator()
+        "goal", team(python_backend()), coordinator=coordinator()
     )
     spans = exporter.get_finished_spans()
     (root,) = [s for s in spans if s.parent is None]
