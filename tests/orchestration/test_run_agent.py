@@ -17,6 +17,7 @@ from oma_bridge import (
     TokenUsage,
     UsageAtEndConfig,
 )
+from oma_bridge.testing import ScriptedBackend, Turn
 
 from ..bridge.support import TEXT_ONLY_ERROR, marker_config, text, user
 from .support import WAIT, Recorder, python_backend
@@ -122,22 +123,25 @@ async def test_a_budget_stops_a_run_that_spends_too_much():
 class UsageWithAnswer:
     """A user-written config declaring when its agent's usage is known."""
 
-    backend: PythonBackend
+    backend: ScriptedBackend
     usage_at_end: bool
 
     @property
     def input_profile(self) -> InputProfile:
         return self.backend.input_profile
 
-    def create_backend(self) -> PythonBackend:
+    def create_backend(self) -> ScriptedBackend:
         return self.backend
 
 
 @pytest.mark.parametrize("usage_at_end", [True, False])
 async def test_a_run_whose_usage_comes_with_its_answer_may_finish(usage_at_end):
     # The report breaks the budget; the agent answers at its next checkpoint.
-    backend = PythonBackend(
-        usage=TokenUsage(600, 500), after_usage=anyio.lowlevel.checkpoint
+    backend = ScriptedBackend(
+        lambda request: Turn(
+            f"python saw: {request.prompt}", usage=TokenUsage(600, 500), delay=0.001
+        ),
+        input_profile=InputProfile(transport="python"),
     )
     config = UsageWithAnswer(backend, usage_at_end=usage_at_end)
     assert isinstance(config, UsageAtEndConfig)
