@@ -62,14 +62,6 @@ import anyio
 from ...bridge import BackendStartError, OmaBridgeError
 from ._agent_process import AgentProcess
 from ._auth import timed_out
-from ._config import (
-    AcpBackendConfig,
-    ClientDelegate,
-    FrameObserver,
-    PermissionPolicy,
-    PermissionRequest,
-    UpdateHook,
-)
 from ._turn import AcpRun, TurnSlot
 
 if TYPE_CHECKING:
@@ -78,18 +70,10 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ...bridge import InputProfile, RunRequest, RunStream, SessionReplay
+    from ._config import AcpBackendConfig
     from ._turn import RunRef
 
-__all__ = (
-    "AcpBackend",
-    "AcpBackendConfig",
-    "AgentKeeper",
-    "ClientDelegate",
-    "FrameObserver",
-    "PermissionPolicy",
-    "PermissionRequest",
-    "UpdateHook",
-)
+__all__ = ("AcpBackend", "AgentKeeper")
 
 logger = logging.getLogger(__name__)
 
