@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, final
 # anyio is imported by the methods that use it: a blocking run (run_sync, the
 # CLI's) never starts an event loop, and every process start pays for imports.
 from . import _inputs
+from ._hooks import AfterRunHook, BeforeRunHook, apply_after_run, apply_before_run
 from .backend import (
     AgentBackend,
     BackendConfig,
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ._held import HeldLoop
-    from ._hooks import AfterRunHook, BeforeRunHook
     from ._results import AgentRunResult
     from .backend import InputProfile, SessionReplay
     from .events import StreamEvent
@@ -341,8 +341,6 @@ class Agent:
     async def _prepare(self, messages: list[LLMMessage]) -> RunRequest:
         prompt = _inputs.latest_user_text(messages)
         if self.config.before_run is not None:
-            from ._hooks import apply_before_run
-
             profile = self.input_profile
             prompt, messages = await apply_before_run(
                 self.config.before_run, messages, profile, self._hookless
@@ -363,8 +361,6 @@ class Agent:
         self, result: AgentRunResult, history: list[LLMMessage] | None
     ) -> AgentRunResult:
         if self.config.after_run is not None:
-            from ._hooks import apply_after_run
-
             result = await apply_after_run(self.config.after_run, result)
         if history is not None and result.success:
             self._history.extend(history)

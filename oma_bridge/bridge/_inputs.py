@@ -6,6 +6,9 @@ before any hook, event, history change or backend work happens.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import copy
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
@@ -175,8 +178,6 @@ def _check_mime(value: object, path: Path) -> None:
 
 
 def _is_canonical_base64(data: str) -> bool:
-    import base64  # only media blocks need these: a string run never loads them
-    import binascii
 
     if not data or len(data) % 4:
         return False
@@ -188,7 +189,6 @@ def _is_canonical_base64(data: str) -> bool:
 
 
 def deep_copy(value: object, path: Path = ("input",)) -> object:
-    import copy  # only structured input is copied: a string run never loads it
 
     try:
         return copy.deepcopy(value)

@@ -8,6 +8,7 @@ way its own driver waits (a selector's timeout, ``anyio.sleep``).
 
 from __future__ import annotations
 
+import random
 from typing import final
 
 from .errors import BackendExitError, BackendTimeout, ProtocolError
@@ -36,7 +37,6 @@ def backoff_delay(backoff: float, attempts: int) -> float:
     """
     if backoff <= 0:
         return 0.0  # what the jitter would give; a loop without waits skips random
-    import random  # only a run with retries pays for it
 
     cap = min(MAX_BACKOFF, backoff * 2 ** (attempts - 1))
     return random.uniform(cap / 2, cap)

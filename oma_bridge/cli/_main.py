@@ -10,6 +10,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
+from .._version import __version__
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -86,8 +88,6 @@ def _build_parser() -> tuple[
     one): it loads every command's module, which a run does not pay for.
     """
     import importlib
-
-    from .._version import __version__
 
     parser = _Parser(
         prog="oma-bridge",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, final
 
 import anyio
 
+from ..._version import __version__
 from ...bridge import (
     Agent,
     AgentConfig,
@@ -170,8 +171,6 @@ class Server:
     # -- initialize -------------------------------------------------------------------
 
     async def _initialize(self, params: Params) -> JSONValue:
-        from ..._version import __version__
-
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool):
             raise invalid_params("protocolVersion must be an integer")

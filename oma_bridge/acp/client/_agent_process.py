@@ -24,6 +24,7 @@ from ..._os.exit import StderrTail, exit_error, held_open
 from ..._os.fdstream import FdReceiveStream, FdSendStream
 from ..._os.reactor import Reactor, read_pipe
 from ..._os.redact import secret_values
+from ..._version import __version__
 from ...bridge import BackendStartError, OmaBridgeError, ProtocolError, RemoteError
 from ..rpc import Connection, NdjsonStream, RequestError, methods as m, preview
 from ._auth import Auth, request_logged_in, timed_out, with_root_hint
@@ -187,8 +188,6 @@ class AgentProcess:
             self.loaded = await self.load(config.session_id)
 
     def _initialize_params(self) -> dict[str, JSONValue]:
-        from ..._version import __version__
-
         return {
             "protocolVersion": m.PROTOCOL_VERSION,
             # Derived from the routing table: advertised is what is routed.
