@@ -6,7 +6,6 @@ before any hook, event, history change or backend work happens.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import copy
 import re
@@ -30,6 +29,7 @@ _MEDIA_BLOCKS = ("image", "video")
 # type/subtype with no parameters: "image/png" yes, "image/png; q=1" no.
 _MIME = r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*"
 _URL = r"(?i)https?://[^\s/?#]+[^\s]*"
+_BASE64 = r"[A-Za-z0-9+/]*={0,2}"  # the alphabet b64decode(validate=True) admits
 
 
 def text_message(text: str) -> LLMMessage:
@@ -178,18 +178,16 @@ def _check_mime(value: object, path: Path) -> None:
 
 
 def _is_canonical_base64(data: str) -> bool:
-
-    if not data or len(data) % 4:
+    if not data or len(data) % 4 or not re.fullmatch(_BASE64, data):
         return False
     try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
+        raw = binascii.a2b_base64(data)
+    except binascii.Error:
         return False
-    return base64.b64encode(raw).decode("ascii") == data
+    return binascii.b2a_base64(raw, newline=False).decode("ascii") == data
 
 
 def deep_copy(value: object, path: Path = ("input",)) -> object:
-
     try:
         return copy.deepcopy(value)
     except Exception as exc:
