@@ -1,35 +1,36 @@
 """Output parsers: a CLI's JSON event stream turned into oma-bridge events.
 
-Each format is a ``StreamParser`` subclass in its own module, imported only
-when a run uses it (``make_parser``); a text run imports none of this.
+Each format is a ``StreamParser`` subclass in its own module. The package loads
+with a run's parser (``backends.process._core``): a text run imports none of it
+(docs/architecture.md, the start-up rule).
 """
 
 from __future__ import annotations
 
-import importlib
-
 from ._base import StreamParser
+from ._claude import ClaudeParser
+from ._codex import CodexParser
+from ._cursor import CursorParser
+from ._gemini import GeminiParser
+from ._goose import GooseParser
+from ._opencode import OpenCodeParser
 
 __all__ = ("PARSERS", "StreamParser", "make_parser")
 
-#: Output format -> "module:class" of its parser. Formats that share a wire
-#: format share a class (Qwen Code and Amp write Claude Code's stream-json).
-PARSERS = {
-    "claude-stream-json": "_claude:ClaudeParser",
-    "qwen-stream-json": "_claude:ClaudeParser",
-    "amp-stream-json": "_claude:ClaudeParser",
-    "cursor-stream-json": "_cursor:CursorParser",
-    "codex-json": "_codex:CodexParser",
-    "gemini-stream-json": "_gemini:GeminiParser",
-    "opencode-json": "_opencode:OpenCodeParser",
-    "goose-stream-json": "_goose:GooseParser",
+#: Output format -> its parser. Formats that share a wire format share a class
+#: (Qwen Code and Amp write Claude Code's stream-json).
+PARSERS: dict[str, type[StreamParser]] = {
+    "claude-stream-json": ClaudeParser,
+    "qwen-stream-json": ClaudeParser,
+    "amp-stream-json": ClaudeParser,
+    "cursor-stream-json": CursorParser,
+    "codex-json": CodexParser,
+    "gemini-stream-json": GeminiParser,
+    "opencode-json": OpenCodeParser,
+    "goose-stream-json": GooseParser,
 }
 
 
 def make_parser(output_format: str, *, events: bool = True) -> StreamParser:
     """A fresh parser for one run of ``output_format`` (a ``PARSERS`` key)."""
-    module, _, cls = PARSERS[output_format].partition(":")
-    parser: StreamParser = getattr(
-        importlib.import_module(f".{module}", __name__), cls
-    )(events=events)
-    return parser
+    return PARSERS[output_format](events=events)
