@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from oma_bridge._os.files import MAX_FILE_BYTES
 from oma_bridge.cli._sessions import SessionFileError, SessionKey, SessionStore
 from oma_bridge.cli._tasks import load as load_tasks
 from oma_bridge.orchestration import PlanError, TaskGraphError
@@ -23,7 +24,6 @@ from oma_bridge.orchestration._tasks import check_graph
 from oma_bridge.orchestration._team import parse_plan
 from oma_bridge.presets._config import configured_agents
 from oma_bridge.presets._registry import load_registry, update_registry
-from oma_bridge.presets._untrusted import MAX_FILE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEP = 100_000

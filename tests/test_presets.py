@@ -45,10 +45,10 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
 
     from pydantic import TypeAdapter
 
+    from oma_bridge._os.files import loads_toml
     from oma_bridge.presets._presets import Preset as PresetType
-    from oma_bridge.presets._toml import loads
 
-    data = loads(files("oma_bridge.presets").joinpath("presets.toml").read_text())
+    data = loads_toml(files("oma_bridge.presets").joinpath("presets.toml").read_bytes())
     checked = TypeAdapter(dict[str, PresetType]).validate_python(data, strict=False)
     assert checked == {name: PRESETS[name] for name in data}
     assert len([n for n in data if PRESETS[n].transport == "process"]) >= 10

@@ -231,12 +231,12 @@ def load(path: str) -> TaskFile:
     """
     from pydantic import TypeAdapter, ValidationError
 
+    from .._os.files import loads_json, loads_toml, read_capped
     from ..backends.process import OutputFormat  # noqa: F401
 
     # TaskFile's annotations name these, imported here rather than at the top:
     # building the parser for `oma-bridge --help` must not load the library.
     from ..orchestration import Task  # noqa: F401
-    from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:
         data = read_capped(path, regular=False)  # `tasks <(script)` works

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._os.checks import command_line_hint
+from .._os.files import user_dir
 
 # At run time, not only for type checking: pydantic resolves AgentEntry's
 # annotations in this module when it builds the validator.
 from ..backends.process import OutputFormat  # noqa: TC001
-from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown, user_dir
+from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -121,7 +122,7 @@ def config_files(cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
 
 def _read(path: Path, prefix: tuple[str, ...]) -> dict[str, Any] | None:
     """The table of ``path`` below ``prefix`` (None when absent)."""
-    from ._untrusted import loads_toml, read_capped
+    from .._os.files import loads_toml, read_capped
 
     try:
         data: Any = loads_toml(read_capped(str(path)))

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..acp import AcpBackendConfig
     from ..backends import ProcessBackendConfig
 
@@ -92,10 +90,10 @@ def _builtin() -> dict[str, Preset]:
     library on this path; a test validates the file with pydantic)."""
     from importlib.resources import files
 
-    from ._toml import loads
+    from .._os.files import loads_toml
 
-    text = files(__package__).joinpath("presets.toml").read_text(encoding="utf-8")
-    return {name: Preset(**table) for name, table in loads(text).items()}
+    data = files(__package__).joinpath("presets.toml").read_bytes()
+    return {name: Preset(**table) for name, table in loads_toml(data).items()}
 
 
 class _Presets(Mapping[str, Preset]):
@@ -147,15 +145,6 @@ def unknown(name: str, known: list[str]) -> ValueError:
         f"unknown agent {name!r}; known agents: {', '.join(dict.fromkeys(known))} "
         "(`oma-bridge agents` shows them)"
     )
-
-
-def user_dir(variable: str, fallback: str) -> Path:
-    """Our folder in an XDG base directory: ``$variable``, else ``~/fallback``."""
-    import os
-    from pathlib import Path
-
-    base = os.environ.get(variable) or os.path.join(os.path.expanduser("~"), fallback)
-    return Path(base) / "oma-bridge"
 
 
 def preset(name: str, **options: object) -> ProcessBackendConfig | AcpBackendConfig:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ._presets import REGISTRY_PREFIX, Preset, user_dir
+from .._os.files import user_dir
+from ._presets import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -161,7 +162,7 @@ def load_registry() -> tuple[Registry, str]:
     """The downloaded registry if there is a readable one, else the snapshot;
     with where it came from. A broken download is skipped with a WARNING that
     names it (``--update`` again replaces it)."""
-    from ._untrusted import loads_json, read_capped
+    from .._os.files import loads_json, read_capped
 
     cached = cache_path()
     try:
@@ -227,7 +228,7 @@ def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:
     import urllib.error
     import urllib.request
 
-    from ._untrusted import MAX_FILE_BYTES, loads_json
+    from .._os.files import MAX_FILE_BYTES, loads_json
 
     url = url or os.environ.get(URL_VARIABLE) or REGISTRY_URL
     try:
