@@ -46,7 +46,7 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
     from pydantic import TypeAdapter
 
     from oma_bridge._os.files import loads_toml
-    from oma_bridge.presets._presets import Preset as PresetType
+    from oma_bridge.presets import Preset as PresetType
 
     data = loads_toml(files("oma_bridge.presets").joinpath("presets.toml").read_bytes())
     checked = TypeAdapter(dict[str, PresetType]).validate_python(data, strict=False)

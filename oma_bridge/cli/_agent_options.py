@@ -276,7 +276,7 @@ def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> Backen
     """A named agent's config: the options given (None means not given) over
     the configured ones; ``env`` merged, not replaced."""
     from ..presets._config import NamedAgent
-    from ..presets._presets import build
+    from ..presets._recipe import build
 
     given = {key: value for key, value in options.items() if value is not None}
     if isinstance(named, NamedAgent):

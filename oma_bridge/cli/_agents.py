@@ -120,7 +120,7 @@ def _entries() -> list[tuple[str, str, Preset]]:
     """(name, kind, recipe) of every agent: configured, preset, registry."""
     from ..presets import PRESETS
     from ..presets._config import configured_agents
-    from ..presets._presets import REGISTRY_PREFIX
+    from ..presets._recipe import REGISTRY_PREFIX
 
     found = [
         (name, "configured", agent.preset)
@@ -250,7 +250,7 @@ def _probe_all(
 
 def _matrix() -> dict[tuple[str, str], Any]:
     """The protocol matrix's findings by (``"registry"``, ``registry:<id>``)."""
-    from ..presets._presets import REGISTRY_PREFIX
+    from ..presets._recipe import REGISTRY_PREFIX
     from ..presets._registry import protocol_matrix
 
     found = protocol_matrix().items()

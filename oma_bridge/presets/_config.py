@@ -23,7 +23,8 @@ from .._os.files import user_dir
 # At run time, not only for type checking: pydantic resolves AgentEntry's
 # annotations in this module when it builds the validator.
 from ..backends.process import OutputFormat  # noqa: TC001
-from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown
+from ._presets import PRESETS, unknown
+from ._recipe import REGISTRY_PREFIX, Preset, build
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

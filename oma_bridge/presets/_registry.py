@@ -21,7 +21,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from .._os.files import user_dir
-from ._presets import REGISTRY_PREFIX, Preset
+from ._recipe import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
