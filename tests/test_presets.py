@@ -35,6 +35,17 @@ def test_options_reach_the_config_and_bad_ones_are_refused() -> None:
         preset("codex", no_such_option=1)
 
 
+def test_a_preset_in_hand_makes_the_config_its_name_makes() -> None:
+    # A recipe without its name (a configured agent's, or one found by lookup)
+    # builds the same config as preset(NAME), env merged over its own.
+    known = PRESETS["registry:auggie"]
+    config = known.backend_config(env={"EXTRA": "1"}, timeout=3.0)
+    assert config == preset("registry:auggie", env={"EXTRA": "1"}, timeout=3.0)
+    assert config.env == {**known.env, "EXTRA": "1"}
+    with pytest.raises(TypeError, match="unknown option for a process agent"):
+        PRESETS["codex"].backend_config(no_such_option=1)
+
+
 def test_unknown_preset_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match="known agents: claude"):
         preset("nope")

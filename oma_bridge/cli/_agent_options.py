@@ -276,15 +276,14 @@ def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> Backen
     """A named agent's config: the options given (None means not given) over
     the configured ones; ``env`` merged, not replaced."""
     from ..presets._config import NamedAgent
-    from ..presets._recipe import build
 
     given = {key: value for key, value in options.items() if value is not None}
     if isinstance(named, NamedAgent):
         configured = dict(named.options)
         if "env" in given and "env" in configured:
             given["env"] = {**configured["env"], **given["env"]}  # type: ignore[dict-item]
-        return build(named.preset, {**configured, **given})
-    return build(named, given)
+        return named.preset.backend_config(**{**configured, **given})
+    return named.backend_config(**given)
 
 
 def _split(transport: str, command: str) -> list[str]:

@@ -24,7 +24,7 @@ from .._os.files import user_dir
 # annotations in this module when it builds the validator.
 from ..backends.process import OutputFormat  # noqa: TC001
 from ._presets import PRESETS, unknown
-from ._recipe import REGISTRY_PREFIX, Preset, build
+from ._recipe import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -103,7 +103,7 @@ class NamedAgent:
         """Its ``AgentConfig``; ``options`` go over the configured ones."""
         from ..bridge import AgentConfig
 
-        backend = build(self.preset, {**self.options, **options})
+        backend = self.preset.backend_config(**{**self.options, **options})
         return AgentConfig(
             name=self.name, backend=backend, system_prompt=self.system_prompt
         )
@@ -200,7 +200,7 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
     options = {key: value for key, value in given.items() if key not in skip}
     try:
         known = dataclasses.replace(base, **recipe)
-        build(known, options)  # wrong values fail here, not at the first run
+        known.backend_config(**options)  # wrong values fail here, not at a run
     except (TypeError, ValueError) as exc:
         raise ValueError(_at_key(where, str(exc))) from None
     return NamedAgent(name, known, options, entry.system_prompt, where)

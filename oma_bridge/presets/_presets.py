@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from ._recipe import REGISTRY_PREFIX, Preset, build
+from ._recipe import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
     from ..acp import AcpBackendConfig
@@ -100,4 +100,4 @@ def preset(name: str, **options: object) -> ProcessBackendConfig | AcpBackendCon
         known = PRESETS[name]
     except KeyError:
         raise unknown(name, list(PRESETS)) from None
-    return build(known, options)
+    return known.backend_config(**options)

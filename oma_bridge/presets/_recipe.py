@@ -1,5 +1,5 @@
 """A preset: how to run one known agent, as a process or over ACP, and the
-backend config it makes.
+backend config it makes (``Preset.backend_config``).
 
 The lowest of the presets modules: the built-in presets, the registry and
 named agents are all made of ``Preset``s, and this module imports none of them.
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..acp import AcpBackendConfig
     from ..backends import ProcessBackendConfig
 
-__all__ = ("REGISTRY_PREFIX", "Preset", "build")
+__all__ = ("REGISTRY_PREFIX", "Preset")
 
 #: Registry agents are named ``registry:<id>``, apart from the built-in names.
 REGISTRY_PREFIX = "registry:"
@@ -82,30 +82,40 @@ class Preset:
         """The command line that runs (a process prompt comes after it)."""
         return [self.command, *self.args]
 
+    def backend_config(
+        self, /, **options: object
+    ) -> ProcessBackendConfig | AcpBackendConfig:
+        """This agent's backend config, with ``options`` set on it.
 
-def build(
-    known: Preset, options: Mapping[str, object]
-) -> ProcessBackendConfig | AcpBackendConfig:
-    """``known``'s backend config with ``options`` over it."""
-    options = dict(options)
-    env = options.pop("env", None)
-    if known.env and (env is None or isinstance(env, Mapping)):
-        env = {**known.env, **(env or {})}
-    fields: dict[str, object] = {
-        "command": known.command,
-        "args": known.args,
-        "scrub_env": known.scrub_env,
-        "env": env,
-    }
-    from .._os.checks import check_keys
+        Args:
+            **options: Further fields of the config (``cwd``, ``env``,
+                ``timeout``, ``permission``, ...); ``env`` is merged over the
+                preset's own.
 
-    if known.transport == "acp":
-        from ..acp import AcpBackendConfig
+        Raises:
+            TypeError: an option is not a field of the config, or has the wrong
+                type.
+            ValueError: an option's value is out of range.
+        """
+        env = options.pop("env", None)
+        if self.env and (env is None or isinstance(env, Mapping)):
+            env = {**self.env, **(env or {})}
+        fields: dict[str, object] = {
+            "command": self.command,
+            "args": self.args,
+            "scrub_env": self.scrub_env,
+            "env": env,
+        }
+        from .._os.checks import check_keys
 
-        check_keys(AcpBackendConfig, options, "unknown option for an ACP agent:")
-        return AcpBackendConfig(**{**fields, **options})  # type: ignore[arg-type]
-    from ..backends import ProcessBackendConfig
+        if self.transport == "acp":
+            from ..acp import AcpBackendConfig
 
-    check_keys(ProcessBackendConfig, options, "unknown option for a process agent:")
-    fields.update(input=known.input, output_format=known.output_format)
-    return ProcessBackendConfig(**{**fields, **options})  # type: ignore[arg-type]
+            check_keys(AcpBackendConfig, options, "unknown option for an ACP agent:")
+            return AcpBackendConfig(**{**fields, **options})  # type: ignore[arg-type]
+        from ..backends import ProcessBackendConfig
+
+        unknown = "unknown option for a process agent:"
+        check_keys(ProcessBackendConfig, options, unknown)
+        fields.update(input=self.input, output_format=self.output_format)
+        return ProcessBackendConfig(**{**fields, **options})  # type: ignore[arg-type]
