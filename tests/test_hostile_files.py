@@ -22,8 +22,8 @@ from oma_bridge.cli._tasks import load as load_tasks
 from oma_bridge.orchestration import PlanError, TaskGraphError
 from oma_bridge.orchestration._tasks import check_graph
 from oma_bridge.orchestration._team import parse_plan
-from oma_bridge.presets._config import configured_agents
-from oma_bridge.presets._registry import load_registry, update_registry
+from oma_bridge.presets.config import configured_agents
+from oma_bridge.presets.registry import load_registry, update_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEP = 100_000
@@ -234,7 +234,7 @@ def test_a_broken_cached_registry_is_named_and_the_snapshot_serves(
     cached = work.parent / "cache" / "oma-bridge" / "registry.json"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(content)
-    with caplog.at_level(logging.WARNING, logger="oma_bridge.presets._registry"):
+    with caplog.at_level(logging.WARNING, logger="oma_bridge.presets.registry"):
         registry, source = load_registry()
     assert source == "the snapshot shipped with oma-bridge"
     assert registry.agents

@@ -107,7 +107,7 @@ def test_preset_options_override_and_env_merges() -> None:
 
 
 def test_registry_agents_run_by_npx_uvx_or_their_installed_binary() -> None:
-    from oma_bridge.presets._registry import (
+    from oma_bridge.presets.registry import (
         BinaryTarget,
         Distribution,
         PackageDistribution,
@@ -133,7 +133,7 @@ def test_registry_agents_run_by_npx_uvx_or_their_installed_binary() -> None:
 
 
 def test_a_package_entry_naming_its_cmd_runs_that_command_of_the_package() -> None:
-    from oma_bridge.presets._registry import (
+    from oma_bridge.presets.registry import (
         Distribution,
         PackageDistribution,
         RegistryAgent,
@@ -165,7 +165,7 @@ def _shipped_snapshot() -> dict:
 
 
 def test_every_shipped_registry_agent_runs_on_linux_x86_64() -> None:
-    from oma_bridge.presets._registry import parse_registry
+    from oma_bridge.presets.registry import parse_registry
 
     data = _shipped_snapshot()
     registry = parse_registry(data, "registry.json")
@@ -225,7 +225,7 @@ def test_a_blank_prompt_rule_that_contradicts_the_transport_is_refused(
 
 
 def test_the_shipped_protocol_matrix_matches_its_published_summary() -> None:
-    from oma_bridge.presets._registry import protocol_matrix
+    from oma_bridge.presets.registry import protocol_matrix
 
     found = protocol_matrix()
     # The 2026-08-20 matrix's own summary: 30 probed, 29 initialized, 17

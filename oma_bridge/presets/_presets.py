@@ -46,7 +46,7 @@ class _Presets(Mapping[str, Preset]):
         return self._builtin
 
     def _registry(self) -> Mapping[str, Preset]:
-        from ._registry import registry_presets
+        from .registry import registry_presets
 
         return registry_presets()
 

@@ -6,6 +6,11 @@ directory (``$XDG_CONFIG_HOME/oma-bridge``), nearer first: a name defined in
 more than one place is taken from the nearest. Validated with pydantic (outside
 data), imported only when a file is found; every error names the file, the key
 path and what was expected.
+
+Public as ``oma_bridge.presets.config``: ``lookup(NAME)`` is what ``--agent
+NAME`` names (a named agent, else a preset), ``configured_agents()`` every
+named agent, and ``schema()`` the file's JSON Schema (``oma-bridge agents
+--schema``).
 """
 
 from __future__ import annotations
