@@ -119,6 +119,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "TaskStatus",
         "TeamAgent",
         "TeamResult",
+        "check_graph",
     ),
     "presets": (
         "Preset",
@@ -244,6 +245,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         TaskStatus as TaskStatus,
         TeamAgent as TeamAgent,
         TeamResult as TeamResult,
+        check_graph as check_graph,
     )
     from .presets import (
         Preset as Preset,

@@ -186,7 +186,7 @@ def preflight(path: str, spec: TaskFile, agents: dict[str, TeamAgent]) -> int | 
     a missing command would otherwise surface after paid-for tasks ran.
     """
     from ..bridge import OmaBridgeError
-    from ..orchestration._tasks import check_graph
+    from ..orchestration import check_graph
 
     try:
         assigned = check_graph(spec.tasks, agents)
