@@ -122,6 +122,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "check_graph",
     ),
     "presets": (
+        "PRESETS",
         "Preset",
         "agent_config_from_dict",
         "preset",
@@ -248,6 +249,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         check_graph as check_graph,
     )
     from .presets import (
+        PRESETS as PRESETS,
         Preset as Preset,
         agent_config_from_dict as agent_config_from_dict,
         preset as preset,
