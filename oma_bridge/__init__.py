@@ -119,8 +119,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "TaskStatus",
         "TeamAgent",
         "TeamResult",
+        "check_graph",
     ),
     "presets": (
+        "PRESETS",
         "Preset",
         "agent_config_from_dict",
         "preset",
@@ -244,8 +246,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         TaskStatus as TaskStatus,
         TeamAgent as TeamAgent,
         TeamResult as TeamResult,
+        check_graph as check_graph,
     )
     from .presets import (
+        PRESETS as PRESETS,
         Preset as Preset,
         agent_config_from_dict as agent_config_from_dict,
         preset as preset,

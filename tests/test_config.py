@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from oma_bridge import AcpBackendConfig, ProcessBackendConfig
-from oma_bridge.presets._config import configured_agents, lookup
+from oma_bridge.presets.config import configured_agents, lookup
 from tests.fresh_python import oma_bridge_cli, run_python
 
 if TYPE_CHECKING:

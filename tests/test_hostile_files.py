@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from oma_bridge import AgentConfig, ProcessBackendConfig
+from oma_bridge._os.files import MAX_FILE_BYTES
 from oma_bridge.cli._sessions import SessionFileError, SessionKey, SessionStore
 from oma_bridge.cli._tasks import load as load_tasks
-from oma_bridge.orchestration import PlanError, TaskGraphError
-from oma_bridge.orchestration._tasks import check_graph
+from oma_bridge.orchestration import PlanError, TaskGraphError, TeamAgent, check_graph
 from oma_bridge.orchestration._team import parse_plan
-from oma_bridge.presets._config import configured_agents
-from oma_bridge.presets._registry import load_registry, update_registry
-from oma_bridge.presets._untrusted import MAX_FILE_BYTES
+from oma_bridge.presets.config import configured_agents
+from oma_bridge.presets.registry import load_registry, update_registry
 
 ROOT = Path(__file__).resolve().parent.parent
+WORKER = AgentConfig(name="w", backend=ProcessBackendConfig(command="true"))
 DEEP = 100_000
 
 # (content, what the message says) for any JSON file.
@@ -234,7 +235,7 @@ def test_a_broken_cached_registry_is_named_and_the_snapshot_serves(
     cached = work.parent / "cache" / "oma-bridge" / "registry.json"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(content)
-    with caplog.at_level(logging.WARNING, logger="oma_bridge.presets._registry"):
+    with caplog.at_level(logging.WARNING, logger="oma_bridge.presets.registry"):
         registry, source = load_registry()
     assert source == "the snapshot shipped with oma-bridge"
     assert registry.agents
@@ -299,7 +300,7 @@ def test_a_plan_with_an_endless_backoff_is_refused(backoff: str) -> None:
         f'"retry_backoff": {backoff}}}]}}'
     )
     with pytest.raises(TaskGraphError, match="retry_backoff: a finite number"):
-        check_graph(plan.tasks, {"w": object()})  # type: ignore[dict-item]
+        check_graph(plan.tasks, {"w": TeamAgent(WORKER)})
 
 
 def test_a_reply_of_many_unclosed_fences_is_refused_in_linear_time() -> None:

@@ -35,6 +35,17 @@ def test_options_reach_the_config_and_bad_ones_are_refused() -> None:
         preset("codex", no_such_option=1)
 
 
+def test_a_preset_in_hand_makes_the_config_its_name_makes() -> None:
+    # A recipe without its name (a configured agent's, or one found by lookup)
+    # builds the same config as preset(NAME), env merged over its own.
+    known = PRESETS["registry:auggie"]
+    config = known.backend_config(env={"EXTRA": "1"}, timeout=3.0)
+    assert config == preset("registry:auggie", env={"EXTRA": "1"}, timeout=3.0)
+    assert config.env == {**known.env, "EXTRA": "1"}
+    with pytest.raises(TypeError, match="unknown option for a process agent"):
+        PRESETS["codex"].backend_config(no_such_option=1)
+
+
 def test_unknown_preset_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match="known agents: claude"):
         preset("nope")
@@ -45,10 +56,10 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
 
     from pydantic import TypeAdapter
 
-    from oma_bridge.presets._presets import Preset as PresetType
-    from oma_bridge.presets._toml import loads
+    from oma_bridge._os.files import loads_toml
+    from oma_bridge.presets import Preset as PresetType
 
-    data = loads(files("oma_bridge.presets").joinpath("presets.toml").read_text())
+    data = loads_toml(files("oma_bridge.presets").joinpath("presets.toml").read_bytes())
     checked = TypeAdapter(dict[str, PresetType]).validate_python(data, strict=False)
     assert checked == {name: PRESETS[name] for name in data}
     assert len([n for n in data if PRESETS[n].transport == "process"]) >= 10
@@ -96,7 +107,7 @@ def test_preset_options_override_and_env_merges() -> None:
 
 
 def test_registry_agents_run_by_npx_uvx_or_their_installed_binary() -> None:
-    from oma_bridge.presets._registry import (
+    from oma_bridge.presets.registry import (
         BinaryTarget,
         Distribution,
         PackageDistribution,
@@ -122,7 +133,7 @@ def test_registry_agents_run_by_npx_uvx_or_their_installed_binary() -> None:
 
 
 def test_a_package_entry_naming_its_cmd_runs_that_command_of_the_package() -> None:
-    from oma_bridge.presets._registry import (
+    from oma_bridge.presets.registry import (
         Distribution,
         PackageDistribution,
         RegistryAgent,
@@ -154,7 +165,7 @@ def _shipped_snapshot() -> dict:
 
 
 def test_every_shipped_registry_agent_runs_on_linux_x86_64() -> None:
-    from oma_bridge.presets._registry import parse_registry
+    from oma_bridge.presets.registry import parse_registry
 
     data = _shipped_snapshot()
     registry = parse_registry(data, "registry.json")
@@ -214,7 +225,7 @@ def test_a_blank_prompt_rule_that_contradicts_the_transport_is_refused(
 
 
 def test_the_shipped_protocol_matrix_matches_its_published_summary() -> None:
-    from oma_bridge.presets._registry import protocol_matrix
+    from oma_bridge.presets.registry import protocol_matrix
 
     found = protocol_matrix()
     # The 2026-08-20 matrix's own summary: 30 probed, 29 initialized, 17

@@ -17,6 +17,7 @@ SUBPACKAGES = (
     "oma_bridge.acp",
     "oma_bridge.batch",
     "oma_bridge.orchestration",
+    "oma_bridge.presets",
 )
 #: Public modules whose names are used under their module's name, as httpx's
 #: ``MockTransport`` is: a test helper is no part of what ``oma_bridge`` runs.

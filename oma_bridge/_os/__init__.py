@@ -1,8 +1,9 @@
-"""The operating-system floor: processes, descriptors and terminals, shared by
-every transport.
+"""The operating-system floor: processes, descriptors, terminals and files,
+shared by every transport.
 
 Private to oma-bridge and shared by design: the backends, the ACP roles, batch
-jobs and the CLI import its modules directly (``from .._os.child import Child``).
+jobs, presets and the CLI import its modules directly (``from .._os.child import
+Child``).
 Each module holds one concern:
 
 - ``child``: spawn a child in its own process group, and the one stop (close
@@ -14,6 +15,8 @@ Each module holds one concern:
 - ``fdstream``: anyio byte streams over raw non-blocking descriptors;
 - ``redact``: secrets out of every text a human may see;
 - ``checks``: the field checks of backend configs;
+- ``files``: where our files live, and the one capped, strict reader of the
+  JSON and TOML files we are handed (config, task, state and registry files);
 - ``screen``: a terminal's output as plain text (the PTY backend's runs, and a
   login screen an ACP agent draws on its protocol stream).
 

@@ -39,6 +39,48 @@ class BatchItem:
     input: str | list[LLMMessage]
     extra: Mapping[str, JSONValue] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(
+        cls, record: Mapping[str, JSONValue], *, default_id: int
+    ) -> BatchItem:
+        """An item from a JSON Lines record (a dict or decoded JSON): the rules
+        of ``run_batch``'s mapping items and of ``oma-bridge batch``'s input.
+
+        ``id`` (default: ``default_id``), exactly one of ``prompt`` or
+        ``messages``, the other fields as extra. A ``prompt`` that is a list
+        (content blocks) becomes one user message; whether the backend takes it
+        is decided per item. ``record`` itself is left as it is.
+
+        Raises:
+            TypeError: ``id``, ``prompt`` or ``messages`` has the wrong type.
+            ValueError: neither or both of ``prompt`` and ``messages`` are
+                given, or a field uses a key of the result.
+        """
+        rest = dict(record)
+        item_id = rest.pop("id", default_id)
+        if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
+            raise TypeError(f"'id' must be a string or an integer, got {item_id!r}")
+        if ("prompt" in rest) == ("messages" in rest):
+            raise ValueError("needs exactly one of 'prompt' or 'messages'")
+        key = "prompt" if "prompt" in rest else "messages"
+        value = rest.pop(key)
+        reserved = sorted(RESULT_KEYS & rest.keys())
+        if reserved:
+            raise ValueError(
+                f"field {reserved[0]!r} is reserved for the result; rename it"
+            )
+        if key == "prompt" and isinstance(value, str):
+            return cls(id=item_id, input=value, extra=rest)
+        if not isinstance(value, list):
+            wanted = "a list of messages"
+            if key == "prompt":
+                wanted = "a string or a list of content blocks"
+            raise TypeError(f"{key!r} must be {wanted}, got {type(value).__name__}")
+        # Structured input is passed on as messages: a text-only backend rejects it
+        # for this item alone, spawning nothing.
+        messages = [{"role": "user", "content": value}] if key == "prompt" else value
+        return cls(id=item_id, input=cast("list[LLMMessage]", messages), extra=rest)
+
 
 @dataclass(frozen=True, kw_only=True)
 class BatchResult:
@@ -146,45 +188,7 @@ def _converted(
 
 def _from_mapping(record: Mapping[str, JSONValue], position: int) -> BatchItem:
     try:
-        return item_from_record(record, position)
+        return BatchItem.from_dict(record, default_id=position)
     except (TypeError, ValueError) as exc:
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         raise kind(f"run_batch item {position}: {exc}") from None
-
-
-def item_from_record(record: Mapping[str, JSONValue], default_id: int) -> BatchItem:
-    """A JSON Lines record as an item: the one set of rules for the library and
-    the CLI.
-
-    ``id`` (default: ``default_id``), exactly one of ``prompt`` or ``messages``,
-    the other fields as extra. A ``prompt`` that is a list (content blocks)
-    becomes one user message; whether the backend takes it is decided per item.
-    ``record`` itself is left as it is.
-
-    Raises:
-        TypeError: ``id``, ``prompt`` or ``messages`` has the wrong type.
-        ValueError: neither or both of ``prompt`` and ``messages`` are given, or
-            a field uses a key of the result.
-    """
-    rest = dict(record)
-    item_id = rest.pop("id", default_id)
-    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
-        raise TypeError(f"'id' must be a string or an integer, got {item_id!r}")
-    if ("prompt" in rest) == ("messages" in rest):
-        raise ValueError("needs exactly one of 'prompt' or 'messages'")
-    key = "prompt" if "prompt" in rest else "messages"
-    value = rest.pop(key)
-    reserved = sorted(RESULT_KEYS & rest.keys())
-    if reserved:
-        raise ValueError(f"field {reserved[0]!r} is reserved for the result; rename it")
-    if key == "prompt" and isinstance(value, str):
-        return BatchItem(id=item_id, input=value, extra=rest)
-    if not isinstance(value, list):
-        wanted = "a list of messages"
-        if key == "prompt":
-            wanted = "a string or a list of content blocks"
-        raise TypeError(f"{key!r} must be {wanted}, got {type(value).__name__}")
-    # Structured input is passed on as messages: a text-only backend rejects it
-    # for this item alone, spawning nothing.
-    messages = [{"role": "user", "content": value}] if key == "prompt" else value
-    return BatchItem(id=item_id, input=cast("list[LLMMessage]", messages), extra=rest)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..acp import PermissionPolicy, PermissionRequest
     from ..bridge import AgentConfig, BackendConfig
     from ..presets import Preset
-    from ..presets._config import NamedAgent
+    from ..presets.config import NamedAgent
 
 ACP_HELP = (
     "Permission requests are answered by --approve-all, --approve-reads or "
@@ -245,7 +245,7 @@ def lookup_named(name: str) -> tuple[NamedAgent | Preset, str, str | None]:
         ValueError: no such agent (the message lists the known names), or a
             config file is malformed (the message names the file and key).
     """
-    from ..presets._config import NamedAgent, lookup
+    from ..presets.config import NamedAgent, lookup
 
     named = lookup(name)
     if isinstance(named, NamedAgent):
@@ -256,7 +256,7 @@ def lookup_named(name: str) -> tuple[NamedAgent | Preset, str, str | None]:
 def install_hint(name: str, command: str | None) -> str:
     """What to add when ``--agent NAME``'s ``command`` (None: its own program)
     could not be started: which program to install and where it is documented."""
-    from ..presets._config import NamedAgent
+    from ..presets.config import NamedAgent
 
     try:
         named, _, _ = lookup_named(name)
@@ -275,16 +275,15 @@ def install_hint(name: str, command: str | None) -> str:
 def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
     """A named agent's config: the options given (None means not given) over
     the configured ones; ``env`` merged, not replaced."""
-    from ..presets._config import NamedAgent
-    from ..presets._presets import build
+    from ..presets.config import NamedAgent
 
     given = {key: value for key, value in options.items() if value is not None}
     if isinstance(named, NamedAgent):
         configured = dict(named.options)
         if "env" in given and "env" in configured:
             given["env"] = {**configured["env"], **given["env"]}  # type: ignore[dict-item]
-        return build(named.preset, {**configured, **given})
-    return build(named, given)
+        return named.preset.backend_config(**{**configured, **given})
+    return named.backend_config(**given)
 
 
 def _split(transport: str, command: str) -> list[str]:

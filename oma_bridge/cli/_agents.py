@@ -91,12 +91,12 @@ def add_parser(commands: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     if args.schema:
-        from ..presets._config import schema
+        from ..presets.config import schema
 
         sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
         return EXIT_OK
     if args.update:
-        from ..presets._registry import update_registry
+        from ..presets.registry import update_registry
 
         try:
             path = update_registry(args.registry_url)
@@ -119,8 +119,8 @@ def _handle(args: argparse.Namespace) -> int:
 def _entries() -> list[tuple[str, str, Preset]]:
     """(name, kind, recipe) of every agent: configured, preset, registry."""
     from ..presets import PRESETS
-    from ..presets._config import configured_agents
-    from ..presets._presets import REGISTRY_PREFIX
+    from ..presets.config import configured_agents
+    from ..presets.registry import REGISTRY_PREFIX
 
     found = [
         (name, "configured", agent.preset)
@@ -250,8 +250,7 @@ def _probe_all(
 
 def _matrix() -> dict[tuple[str, str], Any]:
     """The protocol matrix's findings by (``"registry"``, ``registry:<id>``)."""
-    from ..presets._presets import REGISTRY_PREFIX
-    from ..presets._registry import protocol_matrix
+    from ..presets.registry import REGISTRY_PREFIX, protocol_matrix
 
     found = protocol_matrix().items()
     return {("registry", REGISTRY_PREFIX + key): dict(v) for key, v in found}

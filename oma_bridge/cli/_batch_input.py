@@ -13,7 +13,7 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from ..batch._items import BatchItem, item_from_record
+from ..batch import BatchItem
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -79,7 +79,7 @@ def _item(
 ) -> tuple[BatchItem | None, str | None]:
     """A JSON Lines record as an item, or why it is not one (the library's rules)."""
     try:
-        return item_from_record(record, number), None
+        return BatchItem.from_dict(record, default_id=number), None
     except (TypeError, ValueError) as exc:
         return None, str(exc)
 

@@ -38,10 +38,11 @@ class SessionKey(NamedTuple):
 
 def state_file() -> str:
     """Where named sessions are kept (XDG base directories: state)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
+    from .._os.files import user_dir
+
+    return str(
+        user_dir("XDG_STATE_HOME", os.path.join(".local", "state")) / "sessions.json"
     )
-    return os.path.join(base, "oma-bridge", "sessions.json")
 
 
 class SessionFileError(ValueError):
@@ -64,7 +65,7 @@ class SessionStore:
                 is left as it is (never overwritten): the message names it and
                 says to fix or remove it.
         """
-        from ..presets._untrusted import loads_json, read_capped
+        from .._os.files import loads_json, read_capped
 
         try:
             data = loads_json(read_capped(self.path))

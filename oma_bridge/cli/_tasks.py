@@ -186,7 +186,7 @@ def preflight(path: str, spec: TaskFile, agents: dict[str, TeamAgent]) -> int | 
     a missing command would otherwise surface after paid-for tasks ran.
     """
     from ..bridge import OmaBridgeError
-    from ..orchestration._tasks import check_graph
+    from ..orchestration import check_graph
 
     try:
         assigned = check_graph(spec.tasks, agents)
@@ -231,12 +231,12 @@ def load(path: str) -> TaskFile:
     """
     from pydantic import TypeAdapter, ValidationError
 
+    from .._os.files import loads_json, loads_toml, read_capped
     from ..backends.process import OutputFormat  # noqa: F401
 
     # TaskFile's annotations name these, imported here rather than at the top:
     # building the parser for `oma-bridge --help` must not load the library.
     from ..orchestration import Task  # noqa: F401
-    from ..presets._untrusted import loads_json, loads_toml, read_capped
 
     try:
         data = read_capped(path, regular=False)  # `tasks <(script)` works

@@ -2,9 +2,10 @@
 
 Above ``bridge`` (it uses agents only through ``AgentConfig`` and the backend
 protocols; nothing below imports it): ``OpenMultiAgent`` (``_oma``), progress
-events (``_progress``), task graphs and their scheduler (``_tasks``,
-``_scheduler``), budgets (``_budget``), teams with a coordinator (``_team``),
-tracing (``_tracing``) and online evaluation (``_evaluation``).
+events (``_progress``), task graphs with the check they pass before anything
+runs (``check_graph``) and their scheduler (``_tasks``, ``_scheduler``), budgets
+(``_budget``), teams with a coordinator (``_team``), tracing (``_tracing``) and
+online evaluation (``_evaluation``).
 """
 
 from ._budget import BudgetExceededError
@@ -36,6 +37,7 @@ from ._tasks import (
     TasksResult,
     TaskStatus,
     TeamAgent,
+    check_graph,
 )
 from ._team import Plan, PlanError, TeamResult
 
@@ -67,4 +69,5 @@ __all__ = (
     "TasksResult",
     "TeamAgent",
     "TeamResult",
+    "check_graph",
 )

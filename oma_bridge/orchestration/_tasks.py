@@ -18,6 +18,7 @@ __all__ = (
     "TaskStatus",
     "TasksResult",
     "TeamAgent",
+    "check_graph",
 )
 
 TaskStatus: TypeAlias = Literal["completed", "failed", "skipped", "cancelled"]
@@ -150,14 +151,26 @@ def members(agents: Agents) -> dict[str, TeamAgent]:
     return out
 
 
-def check_graph(tasks: Sequence[Task], team: Mapping[str, TeamAgent]) -> dict[str, str]:
-    """Check ``tasks`` against ``team``; return task id -> agent name.
+def check_graph(tasks: Sequence[Task], agents: Agents) -> dict[str, str]:
+    """Check a task graph as ``run_tasks`` does before anything starts, and say
+    which agent each task will run on; nothing runs.
+
+    Args:
+        tasks: The graph.
+        agents: Name -> ``AgentConfig`` or ``TeamAgent``, as for ``run_tasks``.
+
+    Returns:
+        Task id -> agent name: its assignee, else an agent declaring its
+        capability, else the next agent in turn (round-robin).
 
     Raises:
+        TypeError: a task that is not a ``Task``, or an agent that is neither an
+            ``AgentConfig`` nor a ``TeamAgent``.
         InvalidMessageError: a description that is not a non-blank string.
-        TaskGraphError: duplicate or unknown ids, an unknown assignee or
-            capability, or a dependency cycle.
+        TaskGraphError: no agents, duplicate or unknown ids, an unknown assignee
+            or capability, a negative retry setting, or a dependency cycle.
     """
+    team = members(agents)
     ids: set[str] = set()
     for index, task in enumerate(tasks):
         if not isinstance(task, Task):

@@ -12,7 +12,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ._presets import PRESETS, REGISTRY_PREFIX, preset
+from ._presets import PRESETS, preset
+from ._recipe import REGISTRY_PREFIX
 
 if TYPE_CHECKING:
     from ..acp import AcpBackendConfig

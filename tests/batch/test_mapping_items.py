@@ -174,3 +174,14 @@ def test_the_cli_and_the_library_read_a_good_record_alike(record) -> None:
     text = json.dumps(record)
     assert parse(text, 2, jsonl=True) == (list(as_items(["first", record]))[1], None)
     assert record == json.loads(text)  # not mutated
+
+
+def test_a_record_read_by_hand_follows_the_same_rules() -> None:
+    # A program reading its own JSON Lines gets the items run_batch would make.
+    record = {"prompt": "x", "tag": [1]}
+    item = BatchItem.from_dict(record, default_id=5)
+    assert item == BatchItem(id=5, input="x", extra={"tag": [1]})
+    assert item == list(as_items(["a", "b", "c", "d", record]))[4]
+    assert record == {"prompt": "x", "tag": [1]}  # not mutated
+    with pytest.raises(ValueError, match=r"^needs exactly one of 'prompt' or"):
+        BatchItem.from_dict({"id": "a"}, default_id=1)

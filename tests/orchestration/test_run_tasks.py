@@ -19,6 +19,7 @@ from oma_bridge import (
     TaskGraphError,
     TeamAgent,
     TokenUsage,
+    check_graph,
 )
 from oma_bridge.testing import ScriptedBackend, Turn
 
@@ -190,6 +191,28 @@ async def test_a_bad_graph_is_refused_before_anything_starts(
             [*tasks, Task(id="ok", description="fine")], agents
         )
     assert progress.events == []
+    assert not marker.exists()
+
+
+def test_check_graph_says_where_each_task_runs_and_refuses_as_run_tasks_does(
+    tmp_path,
+):
+    marker = tmp_path / "spawned"
+    config = AgentConfig(name="cli", backend=marker_config(marker))
+    agents = {"a": config, "b": config, "c": TeamAgent(config, ("review",))}
+    tasks = [
+        Task(id="one", description="x", assignee="b"),
+        Task(id="two", description="x", capability="review", depends_on=("one",)),
+        Task(id="three", description="x"),
+        Task(id="four", description="x"),
+    ]
+    assert check_graph(tasks, agents) == {
+        "one": "b", "two": "c", "three": "a", "four": "b",
+    }  # fmt: skip
+    with pytest.raises(TaskGraphError, match="cycle: x -> x"):
+        check_graph([Task(id="x", description="x", depends_on=("x",))], agents)
+    with pytest.raises(TaskGraphError, match="no agents were given"):
+        check_graph(tasks, {})
     assert not marker.exists()
 
 

@@ -9,6 +9,12 @@ binary for this platform, which must be installed on PATH (nothing is
 downloaded to run it). A package entry that names its ``cmd`` runs that
 command from the package (``npx -y --package <package> <cmd>``, ``uvx --from
 <package> <cmd>``), as FORMAT.md says.
+
+The registry's public surface, ``oma_bridge.presets.registry``: the registry in
+use (``load_registry``) and its agents as presets (``registry_presets``, also
+in ``PRESETS``), ``update_registry`` (what ``--update`` does), the shipped
+``protocol_matrix``, and ``REGISTRY_PREFIX``, which their preset names start
+with.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ._presets import REGISTRY_PREFIX, Preset, user_dir
+from .._os.files import user_dir
+from ._recipe import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
 __all__ = (
+    "REGISTRY_PREFIX",
     "REGISTRY_URL",
     "Registry",
     "RegistryAgent",
@@ -46,6 +54,8 @@ _IGNORE_NEW_KEYS = {"extra": "ignore"}  # the format grows; unknown keys are ski
 
 @dataclass(frozen=True)
 class BinaryTarget:
+    """A platform's archive, the command it unpacks, and how to run it."""
+
     archive: str
     cmd: str
     args: tuple[str, ...] = ()
@@ -55,6 +65,8 @@ class BinaryTarget:
 
 @dataclass(frozen=True)
 class PackageDistribution:
+    """An npm or PyPI package that runs the agent (``npx``, ``uvx``)."""
+
     package: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
@@ -74,6 +86,8 @@ class PackageDistribution:
 
 @dataclass(frozen=True)
 class Distribution:
+    """The ways an agent is distributed: a package, or binaries by platform."""
+
     npx: PackageDistribution | None = None
     uvx: PackageDistribution | None = None
     binary: dict[str, BinaryTarget] = field(default_factory=dict)
@@ -121,6 +135,8 @@ class RegistryAgent:
 
 @dataclass(frozen=True)
 class Registry:
+    """The registry file: its agents, and the registry's version."""
+
     agents: tuple[RegistryAgent, ...]
     version: str = ""
     __pydantic_config__ = _IGNORE_NEW_KEYS
@@ -161,7 +177,7 @@ def load_registry() -> tuple[Registry, str]:
     """The downloaded registry if there is a readable one, else the snapshot;
     with where it came from. A broken download is skipped with a WARNING that
     names it (``--update`` again replaces it)."""
-    from ._untrusted import loads_json, read_capped
+    from .._os.files import loads_json, read_capped
 
     cached = cache_path()
     try:
@@ -227,7 +243,7 @@ def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:
     import urllib.error
     import urllib.request
 
-    from ._untrusted import MAX_FILE_BYTES, loads_json
+    from .._os.files import MAX_FILE_BYTES, loads_json
 
     url = url or os.environ.get(URL_VARIABLE) or REGISTRY_URL
     try:

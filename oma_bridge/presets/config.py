@@ -6,6 +6,11 @@ directory (``$XDG_CONFIG_HOME/oma-bridge``), nearer first: a name defined in
 more than one place is taken from the nearest. Validated with pydantic (outside
 data), imported only when a file is found; every error names the file, the key
 path and what was expected.
+
+Public as ``oma_bridge.presets.config``: ``lookup(NAME)`` is what ``--agent
+NAME`` names (a named agent, else a preset), ``configured_agents()`` every
+named agent, and ``schema()`` the file's JSON Schema (``oma-bridge agents
+--schema``).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._os.checks import command_line_hint
+from .._os.files import user_dir
 
 # At run time, not only for type checking: pydantic resolves AgentEntry's
 # annotations in this module when it builds the validator.
 from ..backends.process import OutputFormat  # noqa: TC001
-from ._presets import PRESETS, REGISTRY_PREFIX, Preset, build, unknown, user_dir
+from ._presets import PRESETS, unknown
+from ._recipe import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -101,7 +108,7 @@ class NamedAgent:
         """Its ``AgentConfig``; ``options`` go over the configured ones."""
         from ..bridge import AgentConfig
 
-        backend = build(self.preset, {**self.options, **options})
+        backend = self.preset.backend_config(**{**self.options, **options})
         return AgentConfig(
             name=self.name, backend=backend, system_prompt=self.system_prompt
         )
@@ -121,7 +128,7 @@ def config_files(cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
 
 def _read(path: Path, prefix: tuple[str, ...]) -> dict[str, Any] | None:
     """The table of ``path`` below ``prefix`` (None when absent)."""
-    from ._untrusted import loads_toml, read_capped
+    from .._os.files import loads_toml, read_capped
 
     try:
         data: Any = loads_toml(read_capped(str(path)))
@@ -198,7 +205,7 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
     options = {key: value for key, value in given.items() if key not in skip}
     try:
         known = dataclasses.replace(base, **recipe)
-        build(known, options)  # wrong values fail here, not at the first run
+        known.backend_config(**options)  # wrong values fail here, not at a run
     except (TypeError, ValueError) as exc:
         raise ValueError(_at_key(where, str(exc))) from None
     return NamedAgent(name, known, options, entry.system_prompt, where)

@@ -1,5 +1,6 @@
-"""Reading the JSON and TOML files a user or a server hands us: config files,
-task files, the sessions state file, the ACP registry, a coordinator's plan.
+"""Our files: where they live (XDG base directories), and reading the JSON and
+TOML files a user or a server hands us: config files, task files, the sessions
+state file, the ACP registry, a coordinator's plan.
 
 Each is read up to ``MAX_FILE_BYTES`` and decoded as UTF-8; anything wrong
 with it is one ``ValueError`` whose message says what (the caller puts the file
@@ -10,13 +11,26 @@ written out as ``Infinity`` (not JSON).
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-__all__ = ("MAX_FILE_BYTES", "loads_json", "loads_toml", "read_capped")
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ("MAX_FILE_BYTES", "loads_json", "loads_toml", "read_capped", "user_dir")
 
 #: The largest file read (4 MiB): far above any real config, task or state
 #: file, and a TOML file this size still parses in about 2.5 seconds.
 MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+def user_dir(variable: str, fallback: str) -> Path:
+    """Our folder in an XDG base directory: ``$variable``, else ``~/fallback``."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get(variable) or os.path.join(os.path.expanduser("~"), fallback)
+    return Path(base) / "oma-bridge"
 
 
 def read_capped(
@@ -95,7 +109,10 @@ def loads_json(data: bytes | str) -> Any:
 def loads_toml(data: bytes | str) -> dict[str, Any]:
     """``data`` decoded as TOML (UTF-8); the same refusals as ``loads_json``
     (TOML's own ``inf`` and ``nan`` included)."""
-    from ._toml import loads
+    if sys.version_info >= (3, 11):
+        from tomllib import loads
+    else:  # pragma: no cover - the same reader, packaged for 3.10
+        from tomli import loads  # type: ignore[import-not-found,unused-ignore]
 
     text = _text(data)
     try:
