@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 import anyio  # noqa: E402
 
 from oma_bridge import Agent, AgentConfig  # noqa: E402
+from oma_bridge._os import fdstream as _fdstream  # noqa: E402
 from oma_bridge.acp import AcpBackendConfig  # noqa: E402
-from oma_bridge.backends import _fdstream  # noqa: E402
 
 AGENT = (sys.executable, str(ROOT / "tests" / "peers" / "acp_agent.py"))
 PACKAGE = str(ROOT / "oma_bridge")

@@ -29,8 +29,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import percentile, rss_mib  # noqa: E402
 
-from oma_bridge.acp.rpc._connection import Connection, RequestError  # noqa: E402
-from oma_bridge.acp.rpc._framing import NdjsonStream  # noqa: E402
+from oma_bridge.acp.rpc import (  # noqa: E402
+    Connection,
+    NdjsonStream,
+    RequestError,
+)
 
 
 class _Editor:
