@@ -10,10 +10,7 @@ from ._version import __version__
 # start-up rule); ``__all__`` and the lookup below are made from it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "bridge": (
-        "RETRYABLE",
-        "RetryPolicy",
         "UsageAtEndConfig",
-        "is_retryable",
         "AfterRunHook",
         "Agent",
         "AgentBackend",
@@ -63,6 +60,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "VideoBlock",
         "run_agent",
     ),
+    "bridge.retry": ("RETRYABLE", "RetryPolicy", "is_retryable"),
     "backends": (
         "OUTPUT_FORMATS",
         "ProcessBackend",
@@ -165,7 +163,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         run_batch_sync as run_batch_sync,
     )
     from .bridge import (
-        RETRYABLE as RETRYABLE,
         AfterRunHook as AfterRunHook,
         Agent as Agent,
         AgentBackend as AgentBackend,
@@ -196,7 +193,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         ProtocolError as ProtocolError,
         RebasableConfig as RebasableConfig,
         RemoteError as RemoteError,
-        RetryPolicy as RetryPolicy,
         RunRequest as RunRequest,
         RunStream as RunStream,
         SessionBackend as SessionBackend,
@@ -215,8 +211,12 @@ if TYPE_CHECKING:  # the same names, for type checkers (checked by a test)
         UsageAtEndConfig as UsageAtEndConfig,
         UsageEvent as UsageEvent,
         VideoBlock as VideoBlock,
-        is_retryable as is_retryable,
         run_agent as run_agent,
+    )
+    from .bridge.retry import (
+        RETRYABLE as RETRYABLE,
+        RetryPolicy as RetryPolicy,
+        is_retryable as is_retryable,
     )
     from .orchestration import (
         AgentCompleteEvent as AgentCompleteEvent,

@@ -15,7 +15,8 @@ import heapq
 import time
 from typing import TYPE_CHECKING, Protocol, cast, final, runtime_checkable
 
-from ..bridge import Agent, OmaBridgeError, RetryPolicy
+from ..bridge import Agent, OmaBridgeError
+from ..bridge.retry import RetryPolicy
 from ._items import as_items
 from ._policy import (
     RUN_WIDE_LIMIT,

@@ -33,8 +33,8 @@ from ..bridge import (
     BackendTimeout,
     FreshSessionConfig,
     OmaBridgeError,
-    RetryPolicy,
 )
+from ..bridge.retry import RetryPolicy
 from ._items import BatchItem, BatchResult, as_items
 from ._policy import (
     RUN_WIDE_LIMIT,

@@ -25,8 +25,8 @@ from ..bridge import (
     OmaBridgeError,
     RemoteError,
     TokenUsage,
-    is_retryable,
 )
+from ..bridge.retry import is_retryable
 from ._items import BatchItem, BatchResult
 
 if TYPE_CHECKING:

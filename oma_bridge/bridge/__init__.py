@@ -1,4 +1,9 @@
-"""The Agent facade and the contracts every backend implements."""
+"""The Agent facade and the contracts every backend implements.
+
+Two public modules beside it are not part of this package's names: ``retry``
+(the retry policy of batch jobs and task graphs) and ``accumulator`` (what the
+JSON-stream parsers and the ACP turn build events with); a text run loads
+neither (docs/architecture.md, the start-up rule)."""
 
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
 from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
@@ -50,10 +55,8 @@ from .messages import (
     ToolUseBlock,
     VideoBlock,
 )
-from .retry import RETRYABLE, RetryPolicy, is_retryable
 
 __all__ = (
-    "RETRYABLE",
     "AfterRunHook",
     "Agent",
     "AgentBackend",
@@ -84,7 +87,6 @@ __all__ = (
     "ProtocolError",
     "RebasableConfig",
     "RemoteError",
-    "RetryPolicy",
     "RunRequest",
     "RunStream",
     "SessionBackend",
@@ -103,6 +105,5 @@ __all__ = (
     "UsageAtEndConfig",
     "UsageEvent",
     "VideoBlock",
-    "is_retryable",
     "run_agent",
 )

@@ -37,12 +37,13 @@ class SessionKey(NamedTuple):
 
 
 def state_file() -> str:
-    """Where named sessions are kept (XDG base directories: state)."""
-    from .._os.files import user_dir
-
-    return str(
-        user_dir("XDG_STATE_HOME", os.path.join(".local", "state")) / "sessions.json"
+    """Where named sessions are kept (XDG base directories: state). With
+    ``os.path``: the sessions parser's help names it, and pathlib costs every
+    CLI start ~3 ms (docs/architecture.md, the start-up rule)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
     )
+    return os.path.join(base, "oma-bridge", "sessions.json")
 
 
 class SessionFileError(ValueError):

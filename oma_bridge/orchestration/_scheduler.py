@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
-from ..bridge import OmaBridgeError, RetryPolicy, TokenUsage, is_retryable
+from ..bridge import OmaBridgeError, TokenUsage
+from ..bridge.retry import RetryPolicy, is_retryable
 from ._context import call_agent, error_kind
 from ._progress import (
     TaskCompleteEvent,
