@@ -81,10 +81,16 @@ async def test_files_go_to_the_editor_only_as_it_advertised(tmp_path) -> None:
         await prompt(conn, sid, f"read:{path};write:{path}:x")
         return editor.text(sid), editor.asked
 
-    (text, asked), sent = await drive(scenario, *proxy(tmp_path / "log"), editor=editor)
+    log = tmp_path / "log"
+    (text, asked), sent = await drive(scenario, *proxy(log), editor=editor)
     assert len(asked) == 1 and asked[0][1] == path
     assert text.startswith('{"content": "from the editor"}')
-    assert '"code": -32601' in text  # writes were not advertised: not served
+    # The agent is offered what the editor serves, reads only: a write it makes
+    # anyway is refused (-32601), and the editor is never asked for it.
+    (init,) = [f for f in frames(log) if f.get("method") == "initialize"]
+    offered = init["params"]["clientCapabilities"]["fs"]
+    assert offered == {"readTextFile": True, "writeTextFile": False}
+    assert '"code": -32601' in text
     assert not Path(path).exists()  # noqa: ASYNC240
     assert "fs/read_text_file" in check_frames(sent)
 

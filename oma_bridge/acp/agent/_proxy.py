@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Literal, final
 import anyio
 
 from ...bridge import OmaBridgeError, RemoteError
-from ..client import SessionState, configure_session, request_logged_in
+from ..client import (
+    FILE_METHODS,
+    SessionState,
+    configure_session,
+    request_logged_in,
+)
 from ..rpc import RequestError, methods as m
 from ._mapping import served_capabilities
 from ._real_agent import RealAgent
@@ -243,7 +248,7 @@ class Proxy:
 
     async def _start(self, cwd: str) -> RealAgent:
         holder: list[RealAgent] = []
-        agent = RealAgent(self._config(cwd, holder))
+        agent = RealAgent(self._config(cwd, holder), file_methods=self._file_methods())
         holder.append(agent)
         assert self.tasks is not None and self.notify is not None
         try:
@@ -268,16 +273,27 @@ class Proxy:
             raise
         return agent
 
+    def _editor_files(self) -> dict[str, bool]:
+        """Which file methods the editor advertised."""
+        fs = self._client_caps.get("fs")
+        fs = fs if isinstance(fs, dict) else {}
+        return {
+            m.FS_READ_TEXT_FILE: fs.get("readTextFile") is True,
+            m.FS_WRITE_TEXT_FILE: fs.get("writeTextFile") is True,
+        }
+
+    def _file_methods(self) -> tuple[str, ...]:
+        """The file methods the agent is offered: all with our own sandbox
+        (``--fs``), else only those the editor serves."""
+        if self.backend.fs:
+            return FILE_METHODS
+        return tuple(method for method, ok in self._editor_files().items() if ok)
+
     def _config(self, cwd: str, holder: list[RealAgent]) -> AcpBackendConfig:
         """The real agent's config: the editor's capabilities, our policy first."""
         backend = self.backend
         caps = self._client_caps
-        fs = caps.get("fs")
-        fs = fs if isinstance(fs, dict) else {}
-        forwarded = {
-            m.FS_READ_TEXT_FILE: fs.get("readTextFile") is True,
-            m.FS_WRITE_TEXT_FILE: fs.get("writeTextFile") is True,
-        }
+        forwarded = self._editor_files()
         terminal = caps.get("terminal") is True
 
         async def delegate(method: str, params: JSONValue) -> JSONValue:

@@ -17,7 +17,7 @@ from ..rpc import RequestError, methods as m
 from ._mapping import error_reply
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Collection
 
     from anyio.abc import TaskGroup, TaskStatus
 
@@ -36,8 +36,10 @@ logger = logging.getLogger(__name__)
 class RealAgent(AgentProcess):
     """One real agent process for one editor session, read in the background."""
 
-    def __init__(self, config: AcpBackendConfig) -> None:
-        super().__init__(config)
+    def __init__(
+        self, config: AcpBackendConfig, *, file_methods: Collection[str]
+    ) -> None:
+        super().__init__(config, file_methods=file_methods)
         #: The session id the editor knows.
         self.editor_session = ""
         #: Updates are dropped, not forwarded (the replay of a re-opened session).

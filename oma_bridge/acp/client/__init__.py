@@ -16,9 +16,11 @@ from ._config import (
     PermissionRequest,
     UpdateHook,
 )
+from ._router import FILE_METHODS
 from ._session_setup import configure_session
 
 __all__ = (
+    "FILE_METHODS",
     "AcpBackend",
     "AcpBackendConfig",
     "AgentProcess",

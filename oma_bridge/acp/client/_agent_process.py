@@ -31,12 +31,13 @@ from ._auth import Auth, request_logged_in, timed_out, with_root_hint
 from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
-from ._router import client_capabilities, client_router
+from ._router import FILE_METHODS, client_capabilities, client_router
 from ._session_setup import configure_session
 from ._terminals import Terminals
 
 if TYPE_CHECKING:
     import weakref
+    from collections.abc import Collection
 
     from ...bridge import JSONValue, SessionReplay
     from ..rpc import Params
@@ -65,8 +66,13 @@ class AgentProcess:
     Not final: ``serve --acp`` reads its ``RealAgent`` in the background.
     """
 
-    def __init__(self, config: AcpBackendConfig) -> None:
+    def __init__(
+        self, config: AcpBackendConfig, *, file_methods: Collection[str] = FILE_METHODS
+    ) -> None:
         self.config = config
+        # The fs/* methods served (when config.fs): a proxy serves only those
+        # its editor offers, and advertises no more (see _router).
+        self.file_methods = frozenset(file_methods)
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
         self.child: Child | None = None
         self.side = Reactor()

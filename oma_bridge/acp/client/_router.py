@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 
     Handler = Callable[[Params], Awaitable[JSONValue]]
 
-__all__ = ("client_capabilities", "client_router")
+__all__ = ("FILE_METHODS", "client_capabilities", "client_router")
+
+#: The file methods a client serves when ``fs`` is set.
+FILE_METHODS = (m.FS_READ_TEXT_FILE, m.FS_WRITE_TEXT_FILE)
 
 _TERMINAL_METHODS = (
     m.TERMINAL_CREATE,
@@ -81,8 +84,9 @@ class _ClientRoutes:
     def router(self) -> Router:
         services: dict[str, Handler] = {}
         if self.config.fs:
-            services[m.FS_READ_TEXT_FILE] = self._read
-            services[m.FS_WRITE_TEXT_FILE] = self._write
+            files = {m.FS_READ_TEXT_FILE: self._read, m.FS_WRITE_TEXT_FILE: self._write}
+            for method in self.side.file_methods:
+                services[method] = files[method]
         if self.config.terminal:
             services[m.TERMINAL_CREATE] = self._create
             services[m.TERMINAL_OUTPUT] = self._output
