@@ -75,7 +75,7 @@ class RunCore:
             kept as bytes and decoded once, at the end.
 
     With an ``output_format`` other than ``"text"``, stdout goes through that
-    format's parser (``_parsers``) instead: its events come out as lines
+    format's parser (``backends.parsers``) instead: its events come out as lines
     arrive, and the result takes its answer, usage, tool calls and error.
     """
 

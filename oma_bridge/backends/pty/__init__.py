@@ -8,9 +8,11 @@ and stderr. The rooms:
 - ``_backend``: ``PtyBackend``, which hands each run's environment to a driver;
 - ``_session``: ``PtySession``, one run: the terminal, the child, the prompt
   typed, what comes back turned into events and a result;
-- ``_drivers``: the async stream and the blocking run;
-- ``_screen``: a terminal's output as plain text (escape sequences out, line
-  redraws applied); the raw stream is kept in ``AgentRunResult.raw_output``.
+- ``_drivers``: the async stream and the blocking run.
+
+What comes back becomes plain text through ``_os/screen.py`` (escape sequences
+out, line redraws applied); the raw stream is kept in
+``AgentRunResult.raw_output``.
 
 pexpect reads the terminal, imported when a run starts.
 """
