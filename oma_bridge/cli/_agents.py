@@ -143,30 +143,45 @@ def _which(command: str) -> str | None:
 
 
 def _probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
-    """Run ``argv`` (no stdin): its exit status and first line of output; None
-    as status when it could not start or took longer than ``timeout`` (then
-    its whole process group is killed, and it is reaped)."""
-    import signal
-    import subprocess
+    """Run ``argv`` (no stdin): its exit status and first line of output
+    (stdout's, else stderr's); None as status when it could not start or had
+    not finished within ``timeout`` (then its whole process group is stopped
+    and reaped, as every child is)."""
+    import time
+
+    from .._os.child import Child, wait_exits_blocking
+    from .._os.reactor import read_pipe, wait_readable_blocking
+    from ..bridge.errors import BackendStartError
 
     try:
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError:
+        child = Child(argv, env=os.environ, cwd=None, pipe_stdin=False)
+    except BackendStartError:
         return None, ""
+    output = {child.stdout: bytearray(), child.stderr: bytearray()}
+    open_pipes = list(output)
+    deadline = time.monotonic() + timeout
     try:
-        out, _ = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
+        while open_pipes and (left := deadline - time.monotonic()) > 0:
+            wait_readable_blocking(open_pipes, left)
+            for fd in list(open_pipes):
+                got = read_pipe(fd)
+                if got is not None:
+                    output[fd] += got[0]
+                    if got[1]:
+                        open_pipes.remove(fd)
+        while not open_pipes and not child.has_exited():
+            if (left := deadline - time.monotonic()) <= 0:
+                break
+            wait_exits_blocking([child], left)
+        finished = not open_pipes and child.has_exited()
+        status = child.terminate_blocking(0.5)  # reaps; kills only if still running
+    finally:
+        child.close()
+    if not finished:
         return None, ""
-    lines = [line.strip() for line in out.decode(errors="replace").splitlines()]
-    return child.returncode, next((line for line in lines if line), "")[:60]
+    text = b"\n".join(output.values()).decode(errors="replace")
+    lines = [line.strip() for line in text.splitlines()]
+    return status, next((line for line in lines if line), "")[:60]
 
 
 def _version(path: str, timeout: float) -> str | None:
