@@ -173,5 +173,10 @@ class OpenMultiAgent:
         from ._team import run_team
 
         return await run_team(
-            self, goal, agents, coordinator=coordinator, plan_only=plan_only
+            self._context(),
+            self._run_graph,
+            goal,
+            agents,
+            coordinator=coordinator,
+            plan_only=plan_only,
         )

@@ -19,10 +19,17 @@ from ._progress import PlanReadyEvent
 from ._tasks import Task, TaskGraphError, check_graph, members
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
     from ..bridge import AgentConfig, AgentRunResult
     from ._context import RunContext
-    from ._oma import OpenMultiAgent
     from ._tasks import Agents, TasksResult, TeamAgent
+
+    #: Runs a checked graph in a run's context (``OpenMultiAgent``'s own).
+    GraphRunner = Callable[
+        [RunContext, list[Task], Mapping[str, TeamAgent], dict[str, str]],
+        Awaitable[TasksResult],
+    ]
 
 __all__ = ("Plan", "PlanError", "TeamResult")
 
@@ -70,7 +77,8 @@ class PlanError(OmaBridgeError):
 
 
 async def run_team(
-    oma: OpenMultiAgent,
+    ctx: RunContext,
+    run_graph: GraphRunner,
     goal: str,
     agents: Agents,
     *,
@@ -82,14 +90,13 @@ async def run_team(
             "a team's goal is text only: pass a non-blank string", path=("goal",)
         )
     team = members(agents)
-    ctx = oma._context()
     with ctx.tracing.span("oma.run_team", run_id=ctx.run_id) as span:
         plan, assigned, usage = await _plan(ctx, goal, team, coordinator)
         await ctx.emit(PlanReadyEvent(ctx.run_id, plan))
         if plan_only:
             span.status(True)
             return TeamResult(ctx.run_id, goal, plan, success=True, usage=usage)
-        tasks = await oma._run_graph(ctx, list(plan.tasks), team, assigned)
+        tasks = await run_graph(ctx, list(plan.tasks), team, assigned)
         answer = await call_agent(
             ctx, coordinator.name, coordinator, _answer_prompt(goal, tasks)
         )
