@@ -13,7 +13,7 @@ from oma_bridge import AuthRequiredError, BackendStartError, RemoteError
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.acp.client._auth import agent_name, root_hint
 
-from .support import PEERS, WAIT, agent_for, when_sent
+from ..support import PEERS, WAIT, agent_for, when_sent
 
 if TYPE_CHECKING:
     from pathlib import Path

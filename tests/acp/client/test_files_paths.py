@@ -20,7 +20,7 @@ import pytest
 
 from oma_bridge.acp.client._files import FileSandbox, MissingFile, SandboxError
 
-from .support import WAIT, agent_for, fake_agent, frames
+from ..support import WAIT, agent_for, fake_agent, frames
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -23,9 +23,9 @@ import pytest
 from oma_bridge import DoneEvent, TokenUsage, UsageEvent
 from oma_bridge.acp import AcpBackendConfig
 
-from .support import PEERS, WAIT, agent_for
+from ..support import PEERS, WAIT, agent_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HUGE = "9" * 4000
 USAGE = (
     '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"$SID",'

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .serve_support import (
+from ..serve_support import (
     Editor,
     _alive,
     acp,
@@ -23,7 +23,7 @@ from .serve_support import (
     pids,
     prompt,
 )
-from .support import PEERS, WAIT
+from ..support import PEERS, WAIT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -390,7 +390,7 @@ async def test_in_process_the_proxy_shows_modes_and_passes_a_mode_switch(
 ) -> None:
     from oma_bridge.acp import AcpBackendConfig
 
-    from .serve_memory import serving
+    from ..serve_memory import serving
 
     backend = AcpBackendConfig(
         command=sys.executable,

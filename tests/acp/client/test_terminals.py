@@ -19,7 +19,7 @@ from oma_bridge.acp.client._terminals import (
     UnknownTerminal,
 )
 
-from .support import WAIT
+from ..support import WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

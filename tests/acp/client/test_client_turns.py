@@ -24,7 +24,7 @@ from oma_bridge import (
     UsageEvent,
 )
 
-from .support import WAIT, agent_for, fake_agent, frames, methods
+from ..support import WAIT, agent_for, fake_agent, frames, methods
 
 
 async def test_events_and_tool_records(tmp_path) -> None:

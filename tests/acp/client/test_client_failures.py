@@ -12,7 +12,7 @@ from oma_bridge import (
     TextEvent,
 )
 
-from .support import WAIT, agent_for, fake_agent, methods, when_sent
+from ..support import WAIT, agent_for, fake_agent, methods, when_sent
 
 
 async def test_leaving_the_stream_early_cancels_the_turn(tmp_path) -> None:

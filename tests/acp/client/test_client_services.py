@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from .support import WAIT, agent_for, fake_agent, frames
+from ..support import WAIT, agent_for, fake_agent, frames
 
 if TYPE_CHECKING:
     from oma_bridge.acp import PermissionRequest

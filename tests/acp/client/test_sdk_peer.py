@@ -10,7 +10,7 @@ import pytest
 from oma_bridge import TextEvent, ThoughtEvent
 from oma_bridge.acp import AcpBackendConfig
 
-from .support import PEERS, WAIT, agent_for
+from ..support import PEERS, WAIT, agent_for
 
 pytest.importorskip("acp")
 

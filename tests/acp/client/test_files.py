@@ -14,7 +14,7 @@ import pytest
 
 from oma_bridge.acp.client._files import FileSandbox, MissingFile, SandboxError
 
-from .support import WAIT
+from ..support import WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .serve_support import (
+from ..serve_support import (
     SCRIPTED,
     SERVE,
     acp,
@@ -276,7 +276,7 @@ async def test_transcript_has_every_frame_both_ways_with_secrets_redacted(
 def test_schema_helpers_are_real() -> None:
     # Guard against a silently permissive check: a wrong field must fail.
     with pytest.raises(AssertionError):
-        from .serve_support import check
+        from ..serve_support import check
 
         check(schema.PromptResponse, {"stopReason": "end_turn", "extra": 1})
 

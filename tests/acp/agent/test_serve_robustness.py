@@ -32,8 +32,8 @@ from oma_bridge.acp import serve_streams
 from oma_bridge.acp.agent import _transcript as transcript_module
 from oma_bridge.acp.rpc._connection import Connection
 
-from .serve_memory import Echo, EditorPeer, Input, Output, serving
-from .support import WAIT
+from ..serve_memory import Echo, EditorPeer, Input, Output, serving
+from ..support import WAIT
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

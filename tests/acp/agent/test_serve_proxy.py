@@ -14,11 +14,11 @@ from oma_bridge import Agent, AgentConfig, TextEvent
 from oma_bridge._os.redact import REDACTED
 from oma_bridge.acp import AcpBackendConfig
 
-from .serve_support import Editor, acp, check_frames, drive, new_session, prompt
-from .support import PEERS, WAIT, frames
+from ..serve_support import Editor, acp, check_frames, drive, new_session, prompt
+from ..support import PEERS, WAIT, frames
 
 FAKE = f"{sys.executable} {PEERS / 'acp_agent.py'}"
-EXAMPLES = Path(__file__).parent.parent.parent / "examples"
+EXAMPLES = Path(__file__).parent.parent.parent.parent / "examples"
 
 
 def proxy(log: Path, *options: str) -> tuple[str, ...]:
@@ -235,8 +235,8 @@ async def test_the_transcript_records_the_agent_side_too_redacted(tmp_path) -> N
 async def test_set_model_reaches_the_agent_and_its_answer_the_editor(
     tmp_path,
 ) -> None:
-    from .serve_memory import serving
-    from .support import fake_agent
+    from ..serve_memory import serving
+    from ..support import fake_agent
 
     log = tmp_path / "log"
     # session/set_model is unstable in ACP (the SDK client has no method for

@@ -10,7 +10,7 @@ import pytest
 from oma_bridge.acp.agent._server import Server
 from oma_bridge.acp.rpc import methods as m
 
-from .serve_memory import Echo, serving
+from ..serve_memory import Echo, serving
 
 
 async def test_initialize_advertises_only_what_is_routed(tmp_path) -> None:

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from .serve_support import acp, check_frames, drive, new_session, prompt
-from .support import PEERS
+from ..serve_support import acp, check_frames, drive, new_session, prompt
+from ..support import PEERS
 
 FAKE = f"{sys.executable} {PEERS / 'acp_agent.py'}"
 SECRETS = {

@@ -18,8 +18,8 @@ from oma_bridge import AgentConfig, ProcessBackendConfig
 from oma_bridge._os.fdstream import FdReceiveStream, FdSendStream
 from oma_bridge.acp import serve_streams
 
-from .serve_support import Editor, acp, check_frames, new_session, prompt
-from .support import PEERS, WAIT
+from ..serve_support import Editor, acp, check_frames, new_session, prompt
+from ..support import PEERS, WAIT
 
 ECHO = ProcessBackendConfig(command=sys.executable, args=(str(PEERS / "echo.py"),))
 

@@ -20,7 +20,7 @@ from oma_bridge import (
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.bridge import RunRequest
 
-from .support import WAIT, fake_agent, open_fifo, wait_line
+from ..support import WAIT, fake_agent, open_fifo, wait_line
 
 if TYPE_CHECKING:
     from pathlib import Path

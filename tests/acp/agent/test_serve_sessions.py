@@ -16,9 +16,9 @@ import anyio
 
 from oma_bridge.cli._serve import TERMINAL_HINT, terminal_hint
 
-from .serve_memory import Echo, EditorPeer, _EchoBackend, serving
-from .serve_support import SCRIPTED, SERVE, drive, new_session, prompt
-from .support import PEERS, WAIT
+from ..serve_memory import Echo, EditorPeer, _EchoBackend, serving
+from ..serve_support import SCRIPTED, SERVE, drive, new_session, prompt
+from ..support import PEERS, WAIT
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 from oma_bridge import BackendExitError, BackendStartError, ErrorEvent, TextEvent
 from oma_bridge.bridge.backend import RunRequest
 
-from .support import (
+from ..support import (
     WAIT,
     agent_for,
     fake_agent,

@@ -16,8 +16,8 @@ import anyio.to_thread
 from oma_bridge._os.fdstream import FdReceiveStream, FdSendStream
 from oma_bridge.acp import serve_streams
 
-from .serve_memory import Echo
-from .support import WAIT, agent_for, fake_agent
+from ..serve_memory import Echo
+from ..support import WAIT, agent_for, fake_agent
 
 if TYPE_CHECKING:
     from pathlib import Path

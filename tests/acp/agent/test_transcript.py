@@ -13,8 +13,8 @@ from oma_bridge._os.redact import REDACTED
 from oma_bridge.acp.agent._transcript import Transcript, Wire
 from oma_bridge.acp.rpc._framing import NdjsonStream
 
-from .serve_memory import Input, Output
-from .support import WAIT
+from ..serve_memory import Input, Output
+from ..support import WAIT
 
 if TYPE_CHECKING:
     from pathlib import Path

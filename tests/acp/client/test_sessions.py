@@ -29,7 +29,7 @@ from oma_bridge import (
 )
 from oma_bridge.acp import AcpBackendConfig
 
-from .support import PEERS, WAIT, agent_for, fake_agent
+from ..support import PEERS, WAIT, agent_for, fake_agent
 
 PREFIX = Path(os.environ.get("OMA_BRIDGE_ACP_AGENTS", "/tmp/acp-agents"))
 

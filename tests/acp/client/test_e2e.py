@@ -23,7 +23,7 @@ import pytest
 from oma_bridge import AuthRequiredError, BackendStartError
 from oma_bridge.acp import AcpBackendConfig
 
-from .support import agent_for
+from ..support import agent_for
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from oma_bridge.acp.client._agent_process import AgentProcess
 from oma_bridge.acp.rpc import methods as m
 from oma_bridge.acp.rpc._connection import RequestError
 
-from .support import WAIT
+from ..support import WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -13,7 +13,7 @@ import pytest
 
 from oma_bridge.acp.client._files import FileSandbox, MissingFile, SandboxError
 
-from .support import WAIT, agent_for, fake_agent
+from ..support import WAIT, agent_for, fake_agent
 from .test_files import refusal
 
 if TYPE_CHECKING:
