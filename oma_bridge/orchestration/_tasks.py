@@ -205,25 +205,45 @@ def check_graph(tasks: Sequence[Task], agents: Agents) -> dict[str, str]:
 
 
 def _check_acyclic(tasks: Sequence[Task]) -> None:
+    """Raise ``TaskGraphError`` naming a dependency cycle, if there is one.
+
+    Depth first with a stack of its own, not recursion: a chain of any length
+    is checked in linear time (a graph from a file or a coordinator's plan may
+    be a long one).
+    """
     deps = {task.id: task.depends_on for task in tasks}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(node: str, path: list[str]) -> None:
-        # Iterative depth would be longer; graphs are small enough to recurse.
-        state[node] = 1
-        for dep in deps[node]:
-            if state.get(dep) == 1:
-                cycle = [*path[path.index(dep) :], dep]
-                raise TaskGraphError(
-                    "the tasks depend on each other in a cycle: " + " -> ".join(cycle)
-                )
-            if dep not in state:
-                visit(dep, [*path, dep])
-        state[node] = 2
-
+    done: set[str] = set()
     for task in tasks:
-        if task.id not in state:
-            visit(task.id, [task.id])
+        if task.id in done:
+            continue
+        path = [task.id]  # the dependency chain being walked
+        on_path = {task.id: 0}  # its ids, with their place in it
+        pending = [iter(deps[task.id])]  # each node's dependencies left to walk
+        while pending:
+            dep = next(pending[-1], None)
+            if dep is None:  # every dependency of the last node is done
+                pending.pop()
+                node = path.pop()
+                del on_path[node]
+                done.add(node)
+            elif dep in on_path:
+                raise TaskGraphError(
+                    "the tasks depend on each other in a cycle: "
+                    + _chain([*path[on_path[dep] :], dep])
+                )
+            elif dep not in done:
+                on_path[dep] = len(path)
+                path.append(dep)
+                pending.append(iter(deps[dep]))
+
+
+def _chain(ids: list[str], shown: int = 12) -> str:
+    """``a -> b -> c``, with the middle of a long chain left out."""
+    if len(ids) <= shown:
+        return " -> ".join(ids)
+    half = shown // 2
+    left = len(ids) - 2 * half
+    return " -> ".join([*ids[:half], f"... ({left:,} more)", *ids[-half:]])
 
 
 def _assign(tasks: Sequence[Task], team: Mapping[str, TeamAgent]) -> dict[str, str]:

@@ -361,3 +361,21 @@ def test_the_live_view_takes_an_error_without_text(capsys):
     out = capsys.readouterr().out
     assert re.search(r"│ a\s+│\s+│ failed", out)
     assert "budget exceeded by py" in out
+
+
+def test_a_long_cyclic_task_file_is_one_line_not_a_traceback(tmp_path):
+    # 5,000 tasks in one dependency cycle: deeper than Python's recursion limit.
+    n = 5_000
+    tasks = [
+        {"id": f"t{i}", "description": "echo", "depends_on": [f"t{(i - 1) % n}"]}
+        for i in range(n)
+    ]
+    path = tmp_path / "long.json"
+    path.write_text(
+        json.dumps({"agents": {"cli": {"process": WORKER}}, "tasks": tasks})
+    )
+    done = cli("--format", "jsonl", str(path))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "the tasks depend on each other in a cycle: t0 -> " in line
+    assert "(4,989 more)" in line and len(line) < 400

@@ -216,6 +216,27 @@ def test_check_graph_says_where_each_task_runs_and_refuses_as_run_tasks_does(
     assert not marker.exists()
 
 
+def test_a_graph_of_100_000_tasks_is_checked_without_recursion() -> None:
+    # A chain that deep would overflow a recursive walk (RecursionError).
+    n = 100_000
+    agents = {"a": AgentConfig(name="a", backend=ScriptedBackend(["x"]))}
+    chain = [
+        Task(id=f"t{i}", description="x", depends_on=(f"t{i - 1}",) if i else ())
+        for i in range(n)
+    ]
+    assert len(check_graph(chain, agents)) == n
+    cycle = [
+        Task(id=f"t{i}", description="x", depends_on=(f"t{(i - 1) % n}",))
+        for i in range(n)
+    ]
+    with pytest.raises(TaskGraphError) as caught:
+        check_graph(cycle, agents)
+    said = str(caught.value)
+    assert said.startswith("the tasks depend on each other in a cycle: t0 -> t99999")
+    assert said.endswith("-> t1 -> t0") and "(99,989 more)" in said
+    assert len(said) < 300  # the whole chain is not quoted
+
+
 async def test_a_failure_a_retry_cannot_help_is_not_retried(tmp_path):
     missing = ProcessBackendConfig(command=str(tmp_path / "no-such-agent"))
     progress = Recorder()
