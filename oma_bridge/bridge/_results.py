@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -9,7 +10,12 @@ if TYPE_CHECKING:
     from .errors import OmaBridgeError
     from .messages import JSONValue, LLMMessage
 
-__all__ = ("AgentRunResult", "TokenUsage", "ToolCallRecord")
+__all__ = ("MAX_COST", "MAX_TOKENS", "AgentRunResult", "TokenUsage", "ToolCallRecord")
+
+#: Where sums of usage saturate: the largest 64-bit count, the largest finite
+#: float (a cost of infinity is not JSON).
+MAX_TOKENS = 2**63 - 1
+MAX_COST = sys.float_info.max
 
 
 @dataclass(frozen=True)  # no slots=True: it builds the class twice, at every start
@@ -25,14 +31,16 @@ class TokenUsage:
     cost: float | None = None
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
+        """The sum, saturating: counts at ``MAX_TOKENS``, a cost at
+        ``MAX_COST``, so a total always fits a 64-bit count and strict JSON."""
         if not isinstance(other, TokenUsage):
             return NotImplemented
         cost = None
         if self.cost is not None or other.cost is not None:
-            cost = (self.cost or 0.0) + (other.cost or 0.0)
+            cost = min((self.cost or 0.0) + (other.cost or 0.0), MAX_COST)
         return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
+            min(self.input_tokens + other.input_tokens, MAX_TOKENS),
+            min(self.output_tokens + other.output_tokens, MAX_TOKENS),
             cost,
         )
 

@@ -38,7 +38,9 @@ def backoff_delay(backoff: float, attempts: int) -> float:
     if backoff <= 0:
         return 0.0  # what the jitter would give; a loop without waits skips random
 
-    cap = min(MAX_BACKOFF, backoff * 2 ** (attempts - 1))
+    # A float power, bounded before it is taken: 2 ** 5000 as an int would not
+    # convert, and the product only saturates (to inf, then MAX_BACKOFF).
+    cap = min(MAX_BACKOFF, backoff * 2.0 ** min(attempts - 1, 1023))
     return random.uniform(cap / 2, cap)
 
 

@@ -136,3 +136,14 @@ def test_token_usage_is_not_a_tuple() -> None:
         TokenUsage(1, 2) + (3, 4)  # type: ignore[operator]  # noqa: RUF005
     with pytest.raises(AttributeError):
         TokenUsage().input_tokens = 5  # type: ignore[misc]
+
+
+def test_usage_sums_saturate_and_stay_strict_json() -> None:
+    import json
+    import sys
+
+    big = 2**63 - 1
+    total = TokenUsage(big, 1, 1e308) + TokenUsage(5, big, 1e308)
+    assert total == TokenUsage(big, big, sys.float_info.max)
+    json.dumps(vars(total), allow_nan=False)  # no Infinity in it
+    assert TokenUsage(1, 2) + TokenUsage(3, 4, 0.5) == TokenUsage(4, 6, 0.5)

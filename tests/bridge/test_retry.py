@@ -129,3 +129,11 @@ def test_the_policy_is_defined_once() -> None:
         and node.name in ("RetryPolicy", "backoff_delay", "is_retryable")
     )
     assert defining == ["bridge/retry.py"] * 3
+
+
+def test_the_backoff_after_thousands_of_attempts_is_the_cap_not_an_error() -> None:
+    # 2 ** 4999 does not convert to a float: the power is bounded first.
+    for attempts in (1_100, 5_000, 10**9):
+        delay = retry.backoff_delay(1.0, attempts)
+        assert retry.MAX_BACKOFF / 2 <= delay <= retry.MAX_BACKOFF
+    assert RetryPolicy(10**9, 1.0).delay(10**6, retryable=True) is not None
