@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .redact import redact
+
 __all__ = (
     "check_command",
     "check_fields",
@@ -63,7 +65,8 @@ def _shown(value: object) -> str:
     if value is None:
         return "None"
     if isinstance(value, (str, int, float)) and len(repr(value)) <= 40:
-        return f"{value!r} ({type(value).__name__})"
+        # A key put in the wrong field is still a key: shown redacted.
+        return f"{redact(repr(value))} ({type(value).__name__})"
     if isinstance(value, Mapping):
         wrong = [
             f"{k!r}: {type(v).__name__}"
@@ -96,6 +99,9 @@ def check_command(config: Any) -> None:
     args = config.args
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise TypeError(f"{name}.args must be a sequence of str")
+    if "\0" in config.command or any("\0" in arg for arg in args):
+        # A command line is C strings: a NUL cannot be passed, only cut short.
+        raise TypeError(f"{name}.command and args must not contain a NUL character")
     object.__setattr__(config, "args", tuple(args))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oma_bridge import AcpBackendConfig, ProcessBackendConfig
+from oma_bridge import AcpBackendConfig, ProcessBackendConfig, PtyBackendConfig
 
 CONFIGS = [ProcessBackendConfig, AcpBackendConfig]
 
@@ -59,3 +59,24 @@ def test_a_command_line_in_command_gets_a_hint_to_use_args(cls) -> None:
     assert "command='claude', args=['-p', '--verbose']" in str(caught.value)
     # With args given, or naming a file that exists, it is taken as it is.
     assert cls.from_dict({"command": "my agent", "args": ["x"]}).command == "my agent"
+
+
+@pytest.mark.parametrize("cls", [*CONFIGS, PtyBackendConfig])
+@pytest.mark.parametrize(
+    "options", [{"command": "age\0nt"}, {"command": "agent", "args": ("-p", "x\0")}]
+)
+def test_a_nul_in_the_command_line_is_refused_at_construction(cls, options) -> None:
+    # A command line is C strings: it would fail at the spawn, as a traceback.
+    with pytest.raises(TypeError, match="must not contain a NUL character"):
+        cls(**options)
+
+
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_a_key_in_the_wrong_field_is_not_quoted_in_the_error(cls) -> None:
+    key = "sk-ant-api03-" + "x" * 20
+    with pytest.raises(TypeError) as caught:
+        cls(command="agent", timeout=key)
+    assert key not in str(caught.value)
+    assert "timeout must be a number or None, got '[REDACTED]' (str)" in str(
+        caught.value
+    )
