@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
     from ..backends.process import OutputFormat
     from ..bridge import BackendConfig
-    from ..orchestration import Task, TeamAgent
+    from ..orchestration import OpenMultiAgent, Task, TasksResult, TeamAgent
+    from ._tasks_view import JsonLines, LiveView
 
 EXAMPLE = """\
 example file (tasks.toml):
@@ -169,13 +170,33 @@ def tasks_command(args: argparse.Namespace) -> int:
     termination = Termination()
     try:
         with termination.forwarded(), view:
-            result = anyio.run(oma.run_tasks, spec.tasks, agents)
+            result = anyio.run(_run_tasks, oma, spec, agents, view)
     except KeyboardInterrupt:
         return termination.report("the agents were")
     except OmaBridgeError as exc:  # refused at the start: nothing ran
         return fail(f"{args.file}: {exc}")
+    if result is None:  # stdout's reader went away (`| head`): the run stopped
+        raise BrokenPipeError  # main() ends quietly, as `yes | head -1` does
     view.finish(result)
     return EXIT_OK if result.success else EXIT_FAILED
+
+
+async def _run_tasks(
+    oma: OpenMultiAgent,
+    spec: TaskFile,
+    agents: dict[str, TeamAgent],
+    view: LiveView | JsonLines,
+) -> TasksResult | None:
+    """The run, stopped (None) when the view's reader goes away."""
+    import anyio
+
+    from ._tasks_view import JsonLines
+
+    with anyio.CancelScope() as scope:
+        if isinstance(view, JsonLines):
+            view.stop = scope.cancel
+        return await oma.run_tasks(spec.tasks, agents)
+    return None
 
 
 def preflight(path: str, spec: TaskFile, agents: dict[str, TeamAgent]) -> int | None:

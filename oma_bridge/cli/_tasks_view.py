@@ -8,6 +8,8 @@ import sys
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.table import Table
 
     from ..orchestration import ProgressEvent, Task, TasksResult
@@ -24,7 +26,15 @@ def event_json(event: ProgressEvent) -> dict[str, object]:
 
 
 class JsonLines:
-    """Every event, then the result, as one JSON object per line on stdout."""
+    """Every event, then the result, as one JSON object per line on stdout.
+
+    When the reader goes away (``| head``), ``stop`` is called (the run sets
+    it to stop itself) and nothing more is written.
+    """
+
+    def __init__(self) -> None:
+        self.stop: Callable[[], object] = lambda: None
+        self.closed = False
 
     def __enter__(self) -> JsonLines:
         return self
@@ -33,7 +43,13 @@ class JsonLines:
         pass
 
     def on_event(self, event: ProgressEvent) -> None:
-        _write(event_json(event))
+        if self.closed:
+            return
+        try:
+            _write(event_json(event))
+        except BrokenPipeError:
+            self.closed = True
+            self.stop()
 
     def finish(self, result: TasksResult) -> None:
         _write(result_json(result))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.conftest import ACP_PEER, PEERS, peer_command
-from tests.fresh_python import ROOT, oma_bridge_cli
+from tests.fresh_python import ROOT, oma_bridge_cli, start_cli, stop_cli
 from tests.terminal import drawn_on_a_terminal
 
 if TYPE_CHECKING:
@@ -379,3 +379,28 @@ def test_a_long_cyclic_task_file_is_one_line_not_a_traceback(tmp_path):
     (line,) = done.stderr.splitlines()
     assert "the tasks depend on each other in a cycle: t0 -> " in line
     assert "(4,989 more)" in line and len(line) < 400
+
+
+def test_a_closed_stdout_stops_the_run_quietly_with_141(tmp_path):
+    # `oma-bridge tasks FILE | head -1`: as `yes | head -1`, no traceback, and
+    # the tasks still waiting never start.
+    ran = tmp_path / "ran"
+    agent = f"sh -c 'cat >> {ran}; echo; sleep 0.2'"
+    chain = "".join(
+        f'\n[[tasks]]\nid = "t{i}"\ndescription = "t{i}"'
+        + (f'\ndepends_on = ["t{i - 1}"]' if i else "")
+        for i in range(20)
+    )
+    path = tmp_path / "t.toml"
+    path.write_text(f"[agents.cli]\nprocess = {json.dumps(agent)}\n{chain}\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / ".no-user-config")}
+    proc = start_cli("tasks", "--format", "jsonl", str(path), text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["type"] == "task_start"
+        proc.stdout.close()  # as `head` does once it has its line
+        _, err = proc.communicate(timeout=WAIT)
+    finally:
+        stop_cli(proc)
+    assert (proc.returncode, err) == (141, "")
+    assert len(ran.read_text().split("t")) < 20  # stopped, not run to the end
