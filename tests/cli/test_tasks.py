@@ -403,4 +403,5 @@ def test_a_closed_stdout_stops_the_run_quietly_with_141(tmp_path):
     finally:
         stop_cli(proc)
     assert (proc.returncode, err) == (141, "")
-    assert len(ran.read_text().split("t")) < 20  # stopped, not run to the end
+    started = ran.read_text().count("t") if ran.exists() else 0
+    assert started < 20  # stopped, not run to the end
