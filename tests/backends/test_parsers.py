@@ -430,3 +430,16 @@ def test_numbers_out_of_range_never_crash_and_never_reach_the_usage(
     json.dumps([usage.input_tokens, usage.output_tokens, usage.cost], allow_nan=False)
     assert parser.malformed == 0  # still JSON objects: read, numbers dropped
     assert of(events, TextEvent) == of(parse(name, stream(name))[1], TextEvent)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_stream_is_complete_only_with_the_event_a_finished_run_ends_with(
+    name: str,
+) -> None:
+    lines = stream(name).splitlines(True)
+    assert parse(name, b"".join(lines))[0].complete
+    # Cut before its last line (the result, turn.completed, complete, or
+    # opencode's last step_finish): the CLI stopped in mid-stream.
+    cut, _ = parse(name, b"".join(lines[:-1]))
+    assert not cut.complete
+    assert not parse(name, b"")[0].complete

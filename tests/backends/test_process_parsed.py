@@ -15,6 +15,7 @@ from oma_bridge import (
     BackendExitError,
     DoneEvent,
     ErrorEvent,
+    ProtocolError,
     TextEvent,
     ThoughtEvent,
     TokenUsage,
@@ -158,3 +159,21 @@ def test_a_batch_pool_parses_each_run() -> None:
         assert result.output == "I'll count the lines. " + ANSWER
         assert result.token_usage == TokenUsage(5100, 130, None)
         assert result.tool_calls[0].status == "completed"
+
+
+async def test_a_stream_cut_before_its_result_is_a_failed_run_keeping_the_text(
+    tmp_path: Path,
+) -> None:
+    # Exit status 0, but no result event: the CLI stopped in mid-stream.
+    lines = (STREAMS / "claude-stream-json.jsonl").read_bytes().splitlines(True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"".join(lines[:-1]))
+    config = peer("replay.py", str(cut), output_format="claude-stream-json")
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("How many lines are in README.md?")
+    assert not result.success
+    assert isinstance(result.error, ProtocolError)
+    assert str(result.error).startswith("incomplete output: ")
+    assert result.output  # what the stream held before the cut is kept
+    assert [t.title for t in result.tool_calls] == ["Bash"]

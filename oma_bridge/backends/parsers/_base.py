@@ -96,12 +96,16 @@ class StreamParser:
         unknown_kinds: The first few of those kinds.
         error: The error the CLI itself reported (unredacted), or None.
         budget_exceeded: The CLI stopped at a turn or token limit.
+        complete: The stream ended as a finished run does (see ``completes``).
     """
 
     #: ``type`` value -> name of the handler method.
     handlers: ClassVar[Mapping[str, str]] = {}
     #: Kinds that carry nothing for the events or the result (not "unknown").
     ignored: ClassVar[frozenset[str]] = frozenset()
+    #: Kinds the CLI ends a finished run with: without one the output is
+    #: incomplete (the CLI stopped in mid-stream, whatever its exit status).
+    completes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, *, events: bool = True) -> None:
         self._run = RunAccumulator(keep_events=events)
@@ -114,6 +118,7 @@ class StreamParser:
         self.unknown_kinds: list[str] = []
         self.error: str | None = None
         self.budget_exceeded = False
+        self.complete = False
 
     # -- input ---------------------------------------------------------------------
 
@@ -159,6 +164,8 @@ class StreamParser:
             getattr(self, method)(obj)
         elif kind not in self.ignored:
             self._unknown(kind)
+        if kind in self.completes:
+            self.complete = True
 
     def finish(self) -> None:
         """Called once after ``close``: a format may settle what it held back."""

@@ -44,6 +44,7 @@ def anthropic_usage(usage: JSONObject) -> tuple[int, int]:
 class ClaudeParser(StreamParser):
     """``claude-stream-json``, ``qwen-stream-json`` and ``amp-stream-json``."""
 
+    completes: ClassVar[frozenset[str]] = frozenset({"result"})
     handlers: ClassVar[dict[str, str]] = {
         "assistant": "_on_assistant",
         "user": "_on_user",

@@ -34,6 +34,7 @@ _TOOL_KINDS = {
 class CodexParser(StreamParser):
     """``codex-json``."""
 
+    completes: ClassVar[frozenset[str]] = frozenset({"turn.completed", "turn.failed"})
     handlers: ClassVar[dict[str, str]] = {
         "item.started": "_on_item",
         "item.updated": "_on_item",

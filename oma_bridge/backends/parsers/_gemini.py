@@ -24,6 +24,7 @@ __all__ = ("GeminiParser",)
 class GeminiParser(StreamParser):
     """``gemini-stream-json``."""
 
+    completes: ClassVar[frozenset[str]] = frozenset({"result"})
     handlers: ClassVar[dict[str, str]] = {
         "message": "_on_message",
         "tool_use": "_on_tool_use",

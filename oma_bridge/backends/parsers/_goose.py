@@ -32,6 +32,7 @@ def _result_output(value: JSONValue) -> JSONValue:
 class GooseParser(StreamParser):
     """``goose-stream-json``."""
 
+    completes: ClassVar[frozenset[str]] = frozenset({"complete"})
     handlers: ClassVar[dict[str, str]] = {
         "message": "_on_message",
         "error": "_on_error",

@@ -62,6 +62,8 @@ class OpenCodeParser(StreamParser):
 
     def _on_step_finish(self, obj: JSONObject) -> None:
         part = as_dict(obj.get("part"))
+        if part.get("reason") != "tool-calls":  # the last step: the run is done
+            self.complete = True
         tokens = as_dict(part.get("tokens"))
         cache = as_dict(tokens.get("cache"))
         self._run.add_usage(

@@ -55,6 +55,12 @@ def parsed_error(
             "its arguments ask for that output format (and that it supports it).",
             line_preview=redact(parser.malformed_sample, secrets),
         )
+    if error is None and not parser.complete:
+        return ProtocolError(
+            f"incomplete output: {config.command!r} ended its {config.output_format} "
+            f"stream without the event a finished run ends with ({parser.lines} "
+            "event(s) read; what they held is kept in the result)."
+        )
     return error
 
 
