@@ -26,7 +26,7 @@ from ..bridge import (
     RemoteError,
     TokenUsage,
 )
-from ..bridge.retry import is_retryable
+from ..bridge.retry import MAX_RETRIES, is_retryable
 from ._items import BatchItem, BatchResult
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ def check_options(
     """
     if concurrency < 1:
         raise ValueError(f"{caller} concurrency must be at least 1")
-    if retries < 0:
-        raise ValueError(f"{caller} retries must not be negative")
+    if not 0 <= retries <= MAX_RETRIES:
+        raise ValueError(f"{caller} retries must be 0 to {MAX_RETRIES}")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"{caller} timeout must be positive")
     if backoff < 0:

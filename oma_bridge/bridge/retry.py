@@ -13,13 +13,23 @@ from typing import final
 
 from .errors import BackendExitError, BackendTimeout, ProtocolError
 
-__all__ = ("MAX_BACKOFF", "RETRYABLE", "RetryPolicy", "backoff_delay", "is_retryable")
+__all__ = (
+    "MAX_BACKOFF",
+    "MAX_RETRIES",
+    "RETRYABLE",
+    "RetryPolicy",
+    "backoff_delay",
+    "is_retryable",
+)
 
 #: Failures that can go away on a retry: the agent exited non-zero or crashed,
 #: broke the protocol (a crash mid-frame), or ran out of time.
 RETRYABLE = (BackendExitError, BackendTimeout, ProtocolError)
 #: The longest wait before a retry, in seconds, however many attempts failed.
 MAX_BACKOFF = 60.0
+#: The most retries one item or task may ask for: past it the next attempt
+#: would start an hour or more after the failure it follows.
+MAX_RETRIES = 100
 
 
 def is_retryable(error: BaseException | None) -> bool:
@@ -61,8 +71,8 @@ class RetryPolicy:
     __slots__ = ("backoff", "retries")
 
     def __init__(self, retries: int = 0, backoff: float = 1.0) -> None:
-        if retries < 0:
-            raise ValueError("RetryPolicy retries must not be negative")
+        if not 0 <= retries <= MAX_RETRIES:
+            raise ValueError(f"RetryPolicy retries must be 0 to {MAX_RETRIES}")
         if backoff < 0:
             raise ValueError("RetryPolicy backoff must not be negative")
         self.retries = retries

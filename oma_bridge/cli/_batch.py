@@ -107,10 +107,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     opts.add_argument(
         "--retries",
         metavar="N",
-        type=_non_negative_int,
+        type=_retries,
         default=0,
-        help="retry a failed item up to N times when a retry can help (non-zero "
-        "exit, crash, timeout); never for invalid input or a missing command",
+        help="retry a failed item up to N times (at most 100) when a retry can help "
+        "(non-zero exit, crash, timeout); never for invalid input or a missing "
+        "command",
     )
     opts.add_argument(
         "--backoff",
@@ -155,6 +156,15 @@ def _positive_int(value: str) -> int:
     number = _non_negative_int(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return number
+
+
+def _retries(value: str) -> int:
+    from ..bridge.retry import MAX_RETRIES
+
+    number = _non_negative_int(value)
+    if number > MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RETRIES}: {value!r}")
     return number
 
 

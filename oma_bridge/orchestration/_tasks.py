@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
 
 from ..bridge import AgentConfig, InvalidMessageError, OmaBridgeError, TokenUsage
+from ..bridge.retry import MAX_RETRIES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -188,10 +189,12 @@ def check_graph(tasks: Sequence[Task], agents: Agents) -> dict[str, str]:
         if task.id in ids:
             raise TaskGraphError(f"two tasks have the id {task.id!r}")
         # NaN and infinity fail the comparison: an infinite backoff never retries.
-        if task.retries < 0 or not 0 <= task.retry_backoff < float("inf"):
+        if not 0 <= task.retries <= MAX_RETRIES or not (
+            0 <= task.retry_backoff < float("inf")
+        ):
             raise TaskGraphError(
-                f"task {task.id!r}: retries and retry_backoff must not be negative "
-                "(retry_backoff: a finite number of seconds)"
+                f"task {task.id!r}: retries must be 0 to {MAX_RETRIES} and "
+                "retry_backoff a finite number of seconds, not negative"
             )
         ids.add(task.id)
     for task in tasks:

@@ -120,3 +120,12 @@ def test_a_failing_output_write_stops_the_batch_with_one_line(
         "oma-bridge: cannot write results to /dev/full: No space left on device; "
         "the batch was stopped (fix it, then continue with --resume)\n"
     )
+
+
+def test_retries_past_the_cap_are_a_usage_error_not_a_traceback(workdir: Path) -> None:
+    done = batch("--process", "touch ran", "in.txt", "--retries", "1000", cwd=workdir)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "oma-bridge batch: error: argument --retries: at most 100: '1000'"
+    )
+    assert not (workdir / "ran").exists()

@@ -146,7 +146,8 @@ def test_hooks_and_agents_that_need_an_event_loop_are_left_to_run_batch(
     ("options", "message"),
     [
         ({"concurrency": 0}, "concurrency must be at least 1"),
-        ({"retries": -1}, "retries must not be negative"),
+        ({"retries": -1}, "retries must be 0 to 100"),
+        ({"retries": 101}, "retries must be 0 to 100"),
         ({"timeout": 0}, "timeout must be positive"),
         ({"backoff": -1.0}, "backoff must not be negative"),
     ],

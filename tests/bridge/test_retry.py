@@ -90,11 +90,19 @@ def test_no_backoff_means_retry_at_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("retries", "backoff", "wrong"), [(-1, 1.0, "retries"), (1, -0.5, "backoff")]
+    ("retries", "backoff", "message"),
+    [
+        (-1, 1.0, "retries must be 0 to 100"),
+        (101, 1.0, "retries must be 0 to 100"),
+        (1, -0.5, "backoff must not be negative"),
+    ],
 )
-def test_a_negative_knob_is_refused(retries: int, backoff: float, wrong: str) -> None:
-    with pytest.raises(ValueError, match=f"{wrong} must not be negative"):
+def test_a_knob_out_of_range_is_refused(
+    retries: int, backoff: float, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
         RetryPolicy(retries, backoff)
+    assert RetryPolicy(retry.MAX_RETRIES, 0.0).retries == 100
 
 
 def test_a_policy_shows_its_knobs() -> None:
@@ -136,4 +144,5 @@ def test_the_backoff_after_thousands_of_attempts_is_the_cap_not_an_error() -> No
     for attempts in (1_100, 5_000, 10**9):
         delay = retry.backoff_delay(1.0, attempts)
         assert retry.MAX_BACKOFF / 2 <= delay <= retry.MAX_BACKOFF
-    assert RetryPolicy(10**9, 1.0).delay(10**6, retryable=True) is not None
+    policy = RetryPolicy(retry.MAX_RETRIES, 1.0)
+    assert policy.delay(retry.MAX_RETRIES, retryable=True) == pytest.approx(45, abs=15)

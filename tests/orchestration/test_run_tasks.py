@@ -216,6 +216,22 @@ def test_check_graph_says_where_each_task_runs_and_refuses_as_run_tasks_does(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(
+    "task",
+    [
+        Task(id="t", description="x", retries=101),
+        Task(id="t", description="x", retries=-1),
+        Task(id="t", description="x", retry_backoff=float("inf")),
+    ],
+)
+def test_retries_are_capped_and_backoffs_finite(task: Task) -> None:
+    # A task file or a coordinator's plan may ask for anything: 10**9 retries
+    # would run for ever, backoff after backoff.
+    agents = {"a": AgentConfig(name="a", backend=ScriptedBackend(["x"]))}
+    with pytest.raises(TaskGraphError, match="retries must be 0 to 100"):
+        check_graph([task], agents)
+
+
 def test_a_graph_of_100_000_tasks_is_checked_without_recursion() -> None:
     # A chain that deep would overflow a recursive walk (RecursionError).
     n = 100_000
