@@ -202,7 +202,9 @@ def _logged_in(check: tuple[str, ...], timeout: float) -> bool | None:
 def _command_line(known: Preset) -> str:
     import shlex
 
-    line = shlex.join(known.argv())
+    from .._os.redact import redact
+
+    line = redact(shlex.join(known.argv()))  # a configured agent's args may hold keys
     if known.transport == "process" and known.input == "argument":
         line += " PROMPT"
     elif known.transport == "process" and known.input == "stdin":

@@ -191,7 +191,9 @@ def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> No
             for entry in event.entries
         ]
         line = "[plan] " + "  ".join(steps)
-    sys.stderr.write(line + "\n")
+    from .._os.redact import redact  # titles quote commands: keys among them
+
+    sys.stderr.write(redact(line) + "\n")
     sys.stderr.flush()
 
 

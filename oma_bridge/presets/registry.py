@@ -27,6 +27,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from .._os.files import user_dir
+from .._os.redact import redact
 from ._recipe import REGISTRY_PREFIX, Preset
 
 if TYPE_CHECKING:
@@ -246,24 +247,25 @@ def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:
     from .._os.files import MAX_FILE_BYTES, loads_json
 
     url = url or os.environ.get(URL_VARIABLE) or REGISTRY_URL
+    shown = redact(url)  # a URL may carry credentials or a token
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             # One byte past the cap tells an endless or huge answer.
             body: bytes = response.read(MAX_FILE_BYTES + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
+        reason = redact(str(getattr(exc, "reason", exc)))
         raise ConnectionError(
-            f"could not download the ACP registry from {url} ({reason}); updating "
+            f"could not download the ACP registry from {shown} ({reason}); updating "
             "needs a network connection. The registry in use is unchanged."
         ) from None
     if len(body) > MAX_FILE_BYTES:
         raise ValueError(
-            f"{url}: larger than {MAX_FILE_BYTES} bytes; registry unchanged"
+            f"{shown}: larger than {MAX_FILE_BYTES} bytes; registry unchanged"
         )
     try:
         data: Any = loads_json(body)
     except ValueError as exc:
-        raise ValueError(f"{url}: {exc}; registry unchanged") from None
+        raise ValueError(f"{shown}: {redact(str(exc))}; registry unchanged") from None
     parse_registry(data, url)
     target = cache_path()
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -285,3 +285,25 @@ def test_the_config_example_in_the_help_is_a_valid_file(home: Path) -> None:
     reviewer = rows(home)["reviewer"]
     assert reviewer["kind"] == "configured"
     assert reviewer["command_line"].endswith("--model opus < PROMPT")
+
+
+def test_credentials_in_a_registry_url_are_not_shown(home: Path) -> None:
+    url = "http://user:hunter2-secret@127.0.0.1:9/r.json?token=abcdef1234567890abcdef"
+    done = agents(home, "--update", env={"OMA_BRIDGE_REGISTRY_URL": url})
+    assert done.returncode == 1 and "needs a network connection" in done.stderr
+    assert "hunter2-secret" not in done.stderr
+    assert "abcdef1234567890abcdef" not in done.stderr
+    assert "127.0.0.1:9" in done.stderr  # where it tried, still said
+
+
+def test_a_key_in_a_named_agents_args_is_not_listed(home: Path) -> None:
+    key = "sk-ant-api03-" + "k" * 24
+    (home / "work" / "oma-bridge.toml").write_text(
+        '[agents.keyed]\ntransport = "process"\ncommand = "my-agent"\n'
+        f'args = ["--api-key", "{key}"]\n'
+    )
+    for args in ((), ("--json",)):
+        done = agents(home, *args)
+        assert done.returncode == 0, done.stderr
+        assert "keyed" in done.stdout
+        assert key not in done.stdout + done.stderr

@@ -373,3 +373,17 @@ def test_a_named_agents_format_applies_unless_the_option_is_given(
     raw = run("--output-format", "text")
     assert raw.returncode == 0, raw.stderr
     assert raw.stdout == codex.read_text()
+
+
+def test_a_key_in_a_tool_title_is_redacted_on_stderr(tmp_path: Path) -> None:
+    # Text mode shows each tool call on stderr; codex titles it with the command.
+    key = "sk-proj-" + "q" * 40
+    stream = (STREAMS / "codex-json.jsonl").read_text()
+    assert "wc -l README.md" in stream
+    recorded = tmp_path / "codex.jsonl"
+    recorded.write_text(stream.replace("wc -l README.md", f"curl -H 'x: {key}' api"))
+    agent = f"{REPLAY} {recorded}"
+    done = cli("run", "--process", agent, "--output-format", "codex-json", "x")
+    assert done.returncode == 0, done.stderr
+    assert "[tool] " in done.stderr and "[REDACTED]" in done.stderr
+    assert key not in done.stderr
