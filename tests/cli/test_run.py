@@ -266,6 +266,7 @@ def test_agent_preset_runs_the_known_invocation(tmp_path: Path) -> None:
         "seen = json.dumps({'argv': sys.argv[1:], 'stdin': sys.stdin.read()})\n"
         "item = {'id': 'i0', 'type': 'agent_message', 'text': seen}\n"
         "print(json.dumps({'type': 'item.completed', 'item': item}))\n"
+        "print(json.dumps({'type': 'turn.completed', 'usage': {}}))\n"
     )
     fake.chmod(0o755)
     done = cli("run", "--agent", "codex", "--env", f"PATH={tmp_path}", "fix it")
