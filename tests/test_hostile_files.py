@@ -6,13 +6,18 @@ file it cannot read is left as it is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +29,9 @@ from oma_bridge.orchestration import PlanError, TaskGraphError, TeamAgent, check
 from oma_bridge.orchestration._team import parse_plan
 from oma_bridge.presets.config import configured_agents
 from oma_bridge.presets.registry import load_registry, update_registry
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = AgentConfig(name="w", backend=ProcessBackendConfig(command="true"))
@@ -299,7 +307,7 @@ def test_a_plan_with_an_endless_backoff_is_refused(backoff: str) -> None:
         '{"tasks": [{"id": "a", "description": "d", "retries": 1, '
         f'"retry_backoff": {backoff}}}]}}'
     )
-    with pytest.raises(TaskGraphError, match="retry_backoff: a finite number"):
+    with pytest.raises(TaskGraphError, match="retry_backoff a finite number"):
         check_graph(plan.tasks, {"w": TeamAgent(WORKER)})
 
 
@@ -342,3 +350,61 @@ def test_a_task_file_may_be_a_pipe(tmp_path: Path) -> None:
         assert [task.id for task in load_tasks(f"/dev/fd/{read}").tasks] == ["t"]
     finally:
         os.close(read)
+
+
+# -- downloads --------------------------------------------------------------------
+
+
+def _serve_once(answer: list[bytes], pause: float) -> tuple[str, Callable[[], None]]:
+    """A one-request HTTP server on loopback that writes ``answer`` piece by
+    piece, ``pause`` seconds apart; its URL and how to stop it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            for piece in answer:
+                if done.wait(pause):
+                    return
+                with contextlib.suppress(OSError):
+                    conn.sendall(piece)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        done.set()
+        thread.join(5)
+        server.close()
+
+    return f"http://127.0.0.1:{server.getsockname()[1]}/registry.json", stop
+
+
+def test_a_download_that_dribbles_is_given_up_at_its_deadline(work: Path) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+    url, stop = _serve_once([head, *[b" "] * 200], pause=0.02)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConnectionError) as info:
+            update_registry(url, timeout=2.0, deadline=0.5)
+        took = time.monotonic() - started
+    finally:
+        stop()
+    assert "deadline" in str(info.value) and "registry in use is unchanged" in str(
+        info.value
+    )
+    assert took < 2.0  # the deadline, not 200 pieces * the read timeout
+
+
+def test_a_header_flood_is_one_error_not_a_traceback(work: Path) -> None:
+    flood = b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 500 + b"\r\n{}"
+    url, stop = _serve_once([flood], pause=0.0)
+    try:
+        with pytest.raises(
+            ConnectionError, match="could not download the ACP registry"
+        ):
+            update_registry(url, timeout=2.0)
+    finally:
+        stop()

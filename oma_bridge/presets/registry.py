@@ -229,30 +229,54 @@ def protocol_matrix() -> Mapping[str, Mapping[str, Any]]:
     }
 
 
-def update_registry(url: str | None = None, *, timeout: float = 15.0) -> Path:
+def _download(url: str, timeout: float, until: float, limit: int) -> bytes:
+    """The body at ``url``, read a piece at a time until ``until`` (a
+    ``time.monotonic()`` instant), and at most one byte past ``limit`` (which
+    tells a body too large)."""
+    import time
+    import urllib.request
+
+    chunks: list[bytes] = []
+    size = 0
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        while size <= limit:
+            if time.monotonic() > until:
+                raise TimeoutError("no whole answer before the download's deadline")
+            chunk = response.read1(min(65536, limit + 1 - size))  # what has come
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
+
+
+def update_registry(
+    url: str | None = None, *, timeout: float = 15.0, deadline: float = 60.0
+) -> Path:
     """Download the registry into ``cache_path()``; return that path.
 
     Args:
         url: Where from (default: ``$OMA_BRIDGE_REGISTRY_URL``, else the official
             address).
+        timeout: Seconds each step of the download (connect, a read) may take.
+        deadline: Seconds the whole download may take: a server that answers
+            a few bytes at a time is given up on then.
 
     Raises:
         ConnectionError: the registry could not be reached (no network, or it
             answered with an error); the message says so.
         ValueError: what came back is not a registry.
     """
-    import urllib.error
-    import urllib.request
+    import http.client
+    import time
 
     from .._os.files import MAX_FILE_BYTES, loads_json
 
     url = url or os.environ.get(URL_VARIABLE) or REGISTRY_URL
     shown = redact(url)  # a URL may carry credentials or a token
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            # One byte past the cap tells an endless or huge answer.
-            body: bytes = response.read(MAX_FILE_BYTES + 1)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        body = _download(url, timeout, time.monotonic() + deadline, MAX_FILE_BYTES)
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError too
         reason = redact(str(getattr(exc, "reason", exc)))
         raise ConnectionError(
             f"could not download the ACP registry from {shown} ({reason}); updating "
