@@ -29,6 +29,9 @@ _TOKEN = re.compile(_ESCAPE + r"|(?P<ctl>[\x00-\x08\x0a-\x1f\x7f])")
 #: An escape sequence longer than this is not one: its ESC is dropped. (A link,
 #: OSC 8, holds a whole URL.)
 _MAX_ESCAPE = 4096
+#: The widest line a cursor move reaches: no terminal is wider, and a move to
+#: column 10**12 must not make a line of that many spaces.
+MAX_COLUMNS = 4096
 
 
 @final
@@ -116,11 +119,12 @@ class Screen:
             elif mode == "2":
                 self._line.clear()
             return
-        count = int(params) if params.isdigit() else 1
+        # Clamped before it is read: a 5,000-digit count is no int() can take.
+        count = min(int(params[:5]), MAX_COLUMNS) if params.isdigit() else 1
         if final == "G":  # cursor to column
             self._col = max(count - 1, 0)
         elif final == "C":  # forward
-            self._col += count
+            self._col = min(self._col + count, MAX_COLUMNS)
         elif final == "D":  # back
             self._col = max(self._col - count, 0)
         # Colours, modes and moves to other lines change no text on this line.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from oma_bridge._os.screen import Screen, clean
+from oma_bridge._os.screen import MAX_COLUMNS, Screen, clean
 
 
 @pytest.mark.parametrize(
@@ -110,3 +110,17 @@ def test_pieces_clean_as_the_whole(text: str, cuts: list[int]) -> None:
         text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)], strict=True)
     ]
     assert "".join(screen.feed(p) for p in pieces) + screen.flush() == clean(text)
+
+
+@pytest.mark.parametrize(
+    "moves",
+    [
+        "\x1b[999999999999C",  # forward a trillion columns
+        "\x1b[" + "9" * 5000 + "G",  # a count no int() takes (Python's digit limit)
+        "\x1b[4000C" * 10_000,  # many moves that add up
+    ],
+)
+def test_cursor_moves_are_clamped_to_a_terminals_width(moves: str) -> None:
+    # Each made a line of that many spaces (MemoryError) or raised ValueError.
+    out = clean(moves + "x\n")
+    assert out.endswith("x\n") and len(out) <= MAX_COLUMNS + 2
