@@ -77,9 +77,9 @@ class Screen:
             self._put(text[start:])
         return "".join(done)
 
-    def partial(self) -> str:
-        """The line being drawn, as it shows now."""
-        return "".join(self._line)
+    def partial(self, last: int | None = None) -> str:
+        """The line being drawn, as it shows now (its ``last`` characters)."""
+        return "".join(self._line if last is None else self._line[-last:])
 
     def flush(self) -> str:
         """The rest (held text, the last line if it has no newline); the screen

@@ -112,3 +112,20 @@ def test_a_blocking_run_ends_too(caplog: pytest.LogCaptureFixture) -> None:
         assert "kept its terminal open" in caplog.text
     finally:
         kill_if_alive(pid)
+
+
+async def test_what_the_screen_draws_counts_against_the_output_cap() -> None:
+    # 9 bytes in (a cursor move and a letter) draw a line of 4,097 characters:
+    # the text out is held to max_output_bytes too, not only the bytes in.
+    script = "import sys\nsys.stdout.write('\\x1b[4000Cx\\n' * 2000)\n"
+    config = PtyBackendConfig(
+        command=sys.executable,
+        args=("-c", script),
+        input="none",
+        max_output_bytes=100_000,
+    )
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("")
+    assert len(result.output.encode()) <= 100_000 + 200  # the truncation note
+    assert result.output_truncated

@@ -35,7 +35,7 @@ from ..._os.child import Child, end_stop, wait_exits_blocking
 from ..._os.command import resolve_executable
 from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
 from ..._os.redact import secret_values
-from ..._os.screen import Screen
+from ..._os.screen import MAX_COLUMNS, Screen
 from ...bridge import (
     BackendStartError,
     BackendTimeout,
@@ -114,6 +114,7 @@ class PtySession:
         self._raw: list[bytes] = []
         self._kept = 0
         self._output: list[str] = []
+        self._shown = 0  # bytes of text out (the screen may make more than came in)
         self._tail = StderrTail(config.tail_bytes, utf8_start=True)
         self._done = re.compile(config.done_pattern) if config.done_pattern else None
         self._ready = re.compile(config.ready_pattern) if config.ready_pattern else None
@@ -253,9 +254,20 @@ class PtySession:
     def _shows(self, pattern: re.Pattern[str] | None, lines: list[str]) -> bool:
         """Whether ``pattern`` matches one of ``lines`` or the line being drawn."""
         assert pattern is not None
-        return any(pattern.search(line) for line in (*lines, self._screen.partial()))
+        # Only the end of the line being drawn: searching all of it at every
+        # piece would be quadratic in a line that never ends.
+        drawn = self._screen.partial(MAX_COLUMNS)
+        return any(pattern.search(line) for line in (*lines, drawn))
 
     def _text(self, text: str) -> None:
+        room = self.config.max_output_bytes - self._shown
+        data = text.encode()
+        if len(data) > room:  # a short escape sequence can draw a long line
+            text = data[: max(room, 0)].decode("utf-8", "ignore")
+            self.truncated = True
+            if not text:
+                return
+        self._shown += len(text.encode())
         self._output.append(text)
         self._tail.feed(text.encode())
         self._events.append(TextEvent(text))
