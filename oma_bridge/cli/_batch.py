@@ -40,6 +40,7 @@ from ._signals import handled, not_ignored
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from .._os.files import HeldFile
     from ..batch import BatchItem, BatchResult, BatchRun
     from ..bridge import AgentConfig, JSONValue
 
@@ -243,15 +244,44 @@ def batch_command(args: argparse.Namespace) -> int:
                 f"{len(found.problems)} invalid line(s) in {args.input_file}; "
                 "nothing was run (fix them, or pass --skip-invalid)"
             )
-        done = Recorded(set(), set())
-        if _resuming(args) and os.path.exists(args.output):
-            try:
-                done = recorded(
-                    args.output, rerun_failed=args.resume_failed, ids=found.ids
-                )
-            except OSError as exc:
-                return fail(f"cannot resume {args.output}: {exc.strerror or exc}")
-        return _run(args, config, path, found, done)
+        held = _held(args.output)
+        if isinstance(held, int):
+            return held
+        try:
+            done = Recorded(set(), set())
+            if _resuming(args) and args.output is not None:
+                try:
+                    done = recorded(
+                        args.output,
+                        rerun_failed=args.resume_failed,
+                        ids=found.ids,
+                        lock=held,
+                    )
+                except OSError as exc:
+                    return fail(f"cannot resume {args.output}: {exc.strerror or exc}")
+            return _run(args, config, path, found, done)
+        finally:
+            if held is not None:
+                held.release()
+
+
+def _held(output: str | None) -> HeldFile | int | None:
+    """The results file, locked for this batch alone (None for stdout), or the
+    exit status after one line saying who holds it."""
+    if output is None:
+        return None
+    from .._os.files import FileInUse, HeldFile
+
+    try:
+        return HeldFile(output)
+    except FileInUse as exc:
+        who = f"process {exc.holder}" if exc.holder else "another process"
+        return fail(
+            f"{output} is being written by another batch ({who}); wait for it "
+            "to end, or choose another --output"
+        )
+    except OSError as exc:
+        return fail(f"cannot write --output {output}: {exc.strerror or exc}")
 
 
 def _resuming(args: argparse.Namespace) -> bool:

@@ -18,6 +18,7 @@ from ..batch import BatchItem
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from .._os.files import HeldFile
     from ..bridge import JSONValue
 
 
@@ -135,7 +136,11 @@ class Recorded(NamedTuple):
 
 
 def recorded(
-    path: str, *, rerun_failed: bool = False, ids: set[str | int] | None = None
+    path: str,
+    *,
+    rerun_failed: bool = False,
+    ids: set[str | int] | None = None,
+    lock: HeldFile | None = None,
 ) -> Recorded:
     """The ids ``path`` records; it is rewritten without the results superseded.
 
@@ -149,13 +154,14 @@ def recorded(
     Args:
         ids: The input's ids, when known: results of other ids are kept as
             they are (they cannot run again).
+        lock: The lock held on ``path``, moved to the rewritten file.
     """
     last, cancelled, good_end = _latest(path)
     again = {k for k, ok in last.items() if k in cancelled or (rerun_failed and not ok)}
     if ids is not None:
         again &= ids
     if again:
-        _rewrite(path, good_end, again)
+        _rewrite(path, good_end, again, lock)
     elif good_end < os.path.getsize(path):
         with open(path, "rb+") as f:
             f.truncate(good_end)
@@ -202,13 +208,14 @@ def _id(record: JSONValue) -> str | int | None:
     return key if isinstance(key, (str, int)) and not isinstance(key, bool) else None
 
 
-def _rewrite(path: str, end: int, drop: set[str | int]) -> None:
+def _rewrite(path: str, end: int, drop: set[str | int], lock: HeldFile | None) -> None:
     """``path``'s first ``end`` bytes without the results of the ids in ``drop``."""
     from ._replace import replacing
 
+    moved = None if lock is None else lock.take_over
     # The source closes before the new file is renamed over it.
     with (
-        replacing(path, ".oma-batch-", keep_mode=True) as target,
+        replacing(path, ".oma-batch-", keep_mode=True, before_rename=moved) as target,
         open(path, "rb") as source,
     ):
         for raw in source:

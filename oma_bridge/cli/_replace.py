@@ -8,17 +8,25 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 
 @contextmanager
-def replacing(path: str, prefix: str, *, keep_mode: bool = False) -> Iterator[BinaryIO]:
+def replacing(
+    path: str,
+    prefix: str,
+    *,
+    keep_mode: bool = False,
+    before_rename: Callable[[int], object] | None = None,
+) -> Iterator[BinaryIO]:
     """A new file, written in ``path``'s folder and renamed over ``path`` when
     the block ends, so a kill leaves the old file or the new one, never half.
 
     Args:
         prefix: The temporary file's name starts with it.
         keep_mode: Give it ``path``'s permissions (else the temporary's 0600).
+        before_rename: Called with the new file's descriptor just before the
+            rename (``HeldFile.take_over``: the lock moves to the new file).
     """
     import tempfile
 
@@ -29,8 +37,10 @@ def replacing(path: str, prefix: str, *, keep_mode: bool = False) -> Iterator[Bi
             yield file
             file.flush()
             os.fsync(file.fileno())
-        if keep_mode:
-            os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+            if keep_mode:
+                os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+            if before_rename is not None:
+                before_rename(file.fileno())
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
