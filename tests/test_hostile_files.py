@@ -408,3 +408,19 @@ def test_a_header_flood_is_one_error_not_a_traceback(work: Path) -> None:
             update_registry(url, timeout=2.0)
     finally:
         stop()
+
+
+def test_a_sessions_file_reached_through_a_symlink_is_written_through(
+    tmp_path: Path,
+) -> None:
+    # A store kept elsewhere and linked in: the link must stay a link.
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "sessions.json"
+    target.write_text('{"sessions": []}')
+    link = tmp_path / "sessions.json"
+    link.symlink_to(target)
+    store = SessionStore(str(link))
+    store.record(KEY, "s-1")
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert [entry["session_id"] for entry in store.entries()] == ["s-1"]
+    assert json.loads(target.read_text())["sessions"][0]["session_id"] == "s-1"

@@ -30,7 +30,10 @@ def replacing(
     """
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(path))
+    # Through a symlink to the file it names: the link stays a link (a store
+    # kept elsewhere, say), where a rename over it would make a plain file.
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     fd, temporary = tempfile.mkstemp(prefix=prefix, dir=folder)
     try:
         with os.fdopen(fd, "wb") as file:
