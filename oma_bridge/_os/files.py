@@ -11,6 +11,8 @@ written out as ``Infinity`` (not JSON).
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sys
 from typing import TYPE_CHECKING, Any, final
 
@@ -34,7 +36,6 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 
 def user_dir(variable: str, fallback: str) -> Path:
     """Our folder in an XDG base directory: ``$variable``, else ``~/fallback``."""
-    import os
     from pathlib import Path
 
     base = os.environ.get(variable) or os.path.join(os.path.expanduser("~"), fallback)
@@ -56,7 +57,6 @@ def read_capped(
         ValueError: it is larger than ``limit`` (read no further than that),
             or not a regular file.
     """
-    import os
     import stat
 
     # O_NONBLOCK: opening a FIFO for reading would wait for a writer.
@@ -160,9 +160,6 @@ class HeldFile:
     __slots__ = ("_fd", "path")
 
     def __init__(self, path: str) -> None:
-        import fcntl
-        import os
-
         self.path = path
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -180,8 +177,6 @@ class HeldFile:
     def take_over(self, fd: int) -> None:
         """Lock ``fd`` (a copy is kept), the file about to be renamed over
         ``path``, and let go of the one it replaces."""
-        import fcntl
-        import os
 
         new = os.dup(fd)
         fcntl.flock(new, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else has it yet
@@ -189,8 +184,6 @@ class HeldFile:
         self._fd = new
 
     def release(self) -> None:
-        import os
-
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

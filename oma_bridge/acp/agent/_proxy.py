@@ -248,7 +248,11 @@ class Proxy:
 
     async def _start(self, cwd: str) -> RealAgent:
         holder: list[RealAgent] = []
-        agent = RealAgent(self._config(cwd, holder), file_methods=self._file_methods())
+        editor_files = self._editor_files()
+        agent = RealAgent(
+            self._config(cwd, holder, editor_files),
+            file_methods=self._file_methods(editor_files),
+        )
         holder.append(agent)
         assert self.tasks is not None and self.notify is not None
         try:
@@ -282,19 +286,19 @@ class Proxy:
             m.FS_WRITE_TEXT_FILE: fs.get("writeTextFile") is True,
         }
 
-    def _file_methods(self) -> tuple[str, ...]:
+    def _file_methods(self, editor_files: dict[str, bool]) -> tuple[str, ...]:
         """The file methods the agent is offered: all with our own sandbox
         (``--fs``), else only those the editor serves."""
         if self.backend.fs:
             return FILE_METHODS
-        return tuple(method for method, ok in self._editor_files().items() if ok)
+        return tuple(method for method, ok in editor_files.items() if ok)
 
-    def _config(self, cwd: str, holder: list[RealAgent]) -> AcpBackendConfig:
+    def _config(
+        self, cwd: str, holder: list[RealAgent], forwarded: dict[str, bool]
+    ) -> AcpBackendConfig:
         """The real agent's config: the editor's capabilities, our policy first."""
         backend = self.backend
-        caps = self._client_caps
-        forwarded = self._editor_files()
-        terminal = caps.get("terminal") is True
+        terminal = self._client_caps.get("terminal") is True
 
         async def delegate(method: str, params: JSONValue) -> JSONValue:
             if method.startswith("terminal/"):

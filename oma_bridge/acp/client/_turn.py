@@ -340,7 +340,9 @@ class AcpRun:
                 with anyio.CancelScope(shield=True):
                     await self._agents.drop()  # authenticate still pending
                 return self._terminal(unfinished)
-            agent.session.system_prompt_sent = self._system_sent_before  # refused
+            session = self._session
+            assert session is not None
+            session.system_prompt_sent = self._system_sent_before  # it was refused
             await self._prompt(agent)
             return await self._next_event()
         usage = self.turn.usage(reply)
