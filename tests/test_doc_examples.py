@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "tests" / "peers"
 STREAMS = ROOT / "tests" / "backends" / "fixtures" / "streams"
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 NOT_RUN = re.compile(r"^<!-- not-run: (\S.*?) -->$")
 RUNS = re.compile(r"(?<!anyio)\.(run|run_sync|prompt|run_tasks|run_team|run_agent)\(")
@@ -65,7 +65,9 @@ def page_blocks() -> list[Block]:
     return [
         block
         for path in PAGES
-        for block in blocks(path.read_text(encoding="utf-8"), path.name)
+        for block in blocks(
+            path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+        )
     ]
 
 
