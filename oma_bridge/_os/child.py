@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from ..bridge.errors import BackendStartError
 from .exit import EXIT_UNKNOWN
 from .reactor import PIPE_BUF, wait_readable_blocking
+from .supervisor import register, unregister
 
 if TYPE_CHECKING:
     import subprocess
@@ -223,6 +224,7 @@ class Child:
             self.pidfd = -1
         self.returncode: int | None = None
         _LIVE.add(self)
+        register(self.pid)  # killed by the keeper if we die first
 
     def _spawn_in(
         self,
@@ -283,6 +285,9 @@ class Child:
         """
         if self.returncode is None:
             self._killpg(signal.SIGKILL)
+            # While the zombie holds the group id: the keeper never kills a
+            # group that reused it.
+            unregister(self.pid)
             try:
                 _, status = os.waitpid(self.pid, 0)
             except ChildProcessError:
