@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
     Notify = Callable[[dict[str, JSONValue]], Awaitable[None]]
 
-__all__ = ("RealAgent",)
+__all__ = ("OUTBOX_BYTES", "RealAgent")
+
+#: The most of the agent's updates (their frames' bytes) read and not yet
+#: written to the editor; beyond it the agent is not read until the editor
+#: takes some (its pipe fills, and it waits).
+OUTBOX_BYTES = 16 * 1024 * 1024
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +51,14 @@ class RealAgent(AgentProcess):
         self.silent = False
         #: Set once the editor knows ``editor_session``: updates may go.
         self.ready = anyio.Event()
-        self._in, self._out = anyio.create_memory_object_stream["dict[str, JSONValue]"](
-            math.inf
-        )
+        # Unbounded in count; bounded in bytes by _room(), which holds the
+        # reading back (a notification handler cannot wait).
+        self._in, self._out = anyio.create_memory_object_stream[
+            "tuple[dict[str, JSONValue], int]"
+        ](math.inf)
         self._queued = self._forwarded = 0
+        self._queued_bytes = 0  # of the updates read, not yet forwarded
+        self._roomy: anyio.Event | None = None  # set when they drop below
         self._progress: anyio.Event | None = None
         self._scope = anyio.CancelScope()
         self._tasks: TaskGroup | None = None
@@ -79,7 +88,7 @@ class RealAgent(AgentProcess):
                 tg.start_soon(self._forward, notify)
                 task_status.started()
                 try:
-                    await self.conn.serve()
+                    await self.conn.serve(pace=self._room)
                 except OmaBridgeError:
                     pass  # conn.error holds it; the turn in flight explains it
                 finally:
@@ -90,14 +99,31 @@ class RealAgent(AgentProcess):
         raw = params.raw
         if self.silent or (self.session_id and raw.get("sessionId") != self.session_id):
             return
-        self._in.send_nowait(raw)
+        size = self.stream.last_size if self.stream is not None else 0
+        try:
+            self._in.send_nowait((raw, size))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The forwarding has ended (the editor's connection with it): a
+            # request still waiting reads on, and nobody would take these.
+            return
         self._queued += 1
+        self._queued_bytes += size
+
+    async def _room(self) -> None:
+        """Before each read: wait while the editor is behind by OUTBOX_BYTES.
+
+        Only once updates may go (``ready``): until the editor knows the
+        session, what the agent sends waits for the answer read after it.
+        """
+        while self._queued_bytes > OUTBOX_BYTES and self.ready.is_set():
+            self._roomy = anyio.Event()
+            await self._roomy.wait()
 
     async def _forward(self, notify: Notify) -> None:
         await self.ready.wait()
         hook = self.config.on_update
         async with self._out:
-            async for raw in self._out:
+            async for raw, size in self._out:
                 try:
                     if hook is not None:
                         await hook(raw)
@@ -105,6 +131,10 @@ class RealAgent(AgentProcess):
                 except Exception as exc:  # the editor is gone: the updates are too
                     logger.debug("an update was not forwarded: %s", exc)
                 self._forwarded += 1
+                self._queued_bytes -= size
+                if self._roomy is not None and self._queued_bytes <= OUTBOX_BYTES:
+                    self._roomy.set()
+                    self._roomy = None
                 if self._progress is not None:
                     self._progress.set()
                     self._progress = None
