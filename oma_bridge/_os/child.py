@@ -584,7 +584,7 @@ def _log_escaped(leader: int, escaped: Sequence[Escaped]) -> None:
 
     from .redact import redact
 
-    logging.getLogger("oma_bridge.child").warning(
+    logging.getLogger(__name__).warning(
         "process %d: %s", leader, redact(escaped_text(escaped))
     )
 
