@@ -17,9 +17,10 @@ Nothing waits for it: the spawn returns at once, and the lines wait in the pipe
 until the shell reads them. Our end is non-blocking and close-on-exec (no child
 inherits it); a line the pipe cannot take now is kept and sent with the next.
 A forked copy of this process forgets the keeper (it starts its own). A keeper
-that died is replaced at the next spawn, which registers every group still
-registered. Where no ``/bin/sh`` can be started, children run as before: they
-die with us only when we exit normally.
+that died (someone killed it) is replaced when the next line finds it gone,
+and the new one is told every group still registered. Where no ``/bin/sh``
+can be started, children run as before: they die with us only when we exit
+normally.
 
 The shell needs ``posix_spawn`` with ``setsid`` and ``kill -9 -PGID``; it
 holds no environment (no secret of ours) and runs in ``/``.
@@ -120,11 +121,12 @@ def _start() -> None:
     _fd = write
     # A keeper that died took our groups with it: the new one learns them all.
     _pending = b""
-    _send(b"".join(b"+%d\n" % pgid for pgid in _groups))
+    _send(b"".join(b"+%d\n" % pgid for pgid in _groups), replace=False)
 
 
-def _send(line: bytes) -> None:
-    """Write ``line`` (and what waited) to the keeper, never blocking."""
+def _send(line: bytes, *, replace: bool = True) -> None:
+    """Write ``line`` (and what waited) to the keeper, never blocking; if it
+    has died (someone killed it), start another (unless not to ``replace``)."""
     global _pending, _dead
     data = _pending + line if _pending else line
     try:
@@ -134,9 +136,10 @@ def _send(line: bytes) -> None:
     except OSError as exc:
         if exc.errno != errno.EPIPE:
             raise
-        # It died (someone killed it): the next register starts another.
         _dead = _pid
         _forget()
+        if replace:
+            _start()  # told every group still registered, this one's included
         return
     _pending = data[sent:]
 
