@@ -2,7 +2,8 @@
 
 Both directions of ACP: an agent that stops reading its stdin while it floods
 its stdout (the client's write waits, its output is read ahead), and an editor
-that stops reading `serve --acp` while the real agent behind it floods updates.
+that stops reading `serve --acp` while the real agents behind three of its
+sessions flood updates.
 Each ends with "stopped reading", and what we held meanwhile stays within
 ``BOUND`` bytes above the figure before (the rule of docs/reliability.md).
 """
@@ -30,6 +31,8 @@ BOUND = 64 * 1024 * 1024  # bytes of RSS above the idle figure
 SIZE = 8 * 1024 * 1024  # the file the stalled agent asks for: a large answer
 #: serve's limit on a begun frame toward the editor (WRITE_TIMEOUT).
 SERVE_STALL = 10.0
+#: Sessions flooding the one editor at once: its budget is shared by them.
+SESSIONS = 3
 
 
 def _status(pid: int | str, field: str) -> int:
@@ -83,14 +86,17 @@ def test_an_editor_that_stops_reading_serve_acp_is_dropped_at_bounded_memory(
         send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
               "params": {"protocolVersion": 1}})  # fmt: skip
         proc.stdout.readline()
-        send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
-              "params": {"cwd": str(tmp_path), "mcpServers": []}})  # fmt: skip
-        session = json.loads(proc.stdout.readline())["result"]["sessionId"]
+        sessions = []
+        for n in range(SESSIONS):
+            send({"jsonrpc": "2.0", "id": 10 + n, "method": "session/new",
+                  "params": {"cwd": str(tmp_path), "mcpServers": []}})  # fmt: skip
+            sessions.append(json.loads(proc.stdout.readline())["result"]["sessionId"])
         idle = _status(proc.pid, "VmRSS")
-        # 1.3 GB of updates; the editor reads none of them.
+        # 1.3 GB of updates in each session; the editor reads none of them.
         prompt = [{"type": "text", "text": "bulk:20000:65536"}]
-        send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-              "params": {"sessionId": session, "prompt": prompt}})  # fmt: skip
+        for n, session in enumerate(sessions):
+            send({"jsonrpc": "2.0", "id": 20 + n, "method": "session/prompt",
+                  "params": {"sessionId": session, "prompt": prompt}})  # fmt: skip
         started, peak = time.monotonic(), idle
         while proc.poll() is None:
             assert time.monotonic() - started < SERVE_STALL + 15, "never dropped"
@@ -98,6 +104,7 @@ def test_an_editor_that_stops_reading_serve_acp_is_dropped_at_bounded_memory(
                 peak = max(peak, _status(proc.pid, "VmRSS"))
             except (OSError, AssertionError):
                 break  # it is exiting
+            assert peak - idle < BOUND, f"{(peak - idle) / 2**20:.0f} MiB above idle"
             time.sleep(0.05)  # sampling its RSS, bounded above
         proc.wait(timeout=15)
         _, err = proc.communicate(timeout=15)

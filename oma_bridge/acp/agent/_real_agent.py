@@ -27,12 +27,42 @@ if TYPE_CHECKING:
 
     Notify = Callable[[dict[str, JSONValue]], Awaitable[None]]
 
-__all__ = ("OUTBOX_BYTES", "RealAgent")
+__all__ = ("OUTBOX_BYTES", "RealAgent", "UpdateBudget")
 
-#: The most of the agent's updates (their frames' bytes) read and not yet
-#: written to the editor; beyond it the agent is not read until the editor
-#: takes some (its pipe fills, and it waits).
+#: The most of the real agents' updates (their frames' bytes) read and not yet
+#: written to one editor, all its sessions together; beyond it no agent with
+#: updates to forward is read until the editor takes some (their pipes fill,
+#: and they wait).
 OUTBOX_BYTES = 16 * 1024 * 1024
+
+
+@final
+class UpdateBudget:
+    """The bytes of updates waiting for one editor, shared by its real agents."""
+
+    __slots__ = ("_room", "limit", "used")
+
+    def __init__(self, limit: int = OUTBOX_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+        self._room: anyio.Event | None = None  # set when used drops to limit
+
+    def take(self, size: int) -> None:
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+        if self._room is not None and self.used <= self.limit:
+            self._room.set()
+            self._room = None
+
+    async def room(self) -> None:
+        """Wait while more than ``limit`` bytes wait for the editor."""
+        while self.used > self.limit:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +72,15 @@ class RealAgent(AgentProcess):
     """One real agent process for one editor session, read in the background."""
 
     def __init__(
-        self, config: AcpBackendConfig, *, file_methods: Collection[str]
+        self,
+        config: AcpBackendConfig,
+        *,
+        file_methods: Collection[str],
+        budget: UpdateBudget | None = None,
     ) -> None:
         super().__init__(config, file_methods=file_methods)
+        #: What this agent's updates count against (its editor's, shared).
+        self.budget = budget if budget is not None else UpdateBudget()
         #: The session id the editor knows.
         self.editor_session = ""
         #: Updates are dropped, not forwarded (the replay of a re-opened session).
@@ -58,7 +94,6 @@ class RealAgent(AgentProcess):
         ](math.inf)
         self._queued = self._forwarded = 0
         self._queued_bytes = 0  # of the updates read, not yet forwarded
-        self._roomy: anyio.Event | None = None  # set when they drop below
         self._progress: anyio.Event | None = None
         self._scope = anyio.CancelScope()
         self._tasks: TaskGroup | None = None
@@ -108,18 +143,28 @@ class RealAgent(AgentProcess):
             return
         self._queued += 1
         self._queued_bytes += size
+        self.budget.take(size)
 
     async def _room(self) -> None:
-        """Before each read: wait while the editor is behind by OUTBOX_BYTES.
+        """Before each read: wait while the editor is behind by its budget.
 
-        Only once updates may go (``ready``): until the editor knows the
-        session, what the agent sends waits for the answer read after it.
+        Only while this agent has updates waiting, and once they may go
+        (``ready``): until the editor knows the session, what the agent sends
+        waits for the answer read after it, and an agent with nothing queued
+        holds no byte of the budget up.
         """
-        while self._queued_bytes > OUTBOX_BYTES and self.ready.is_set():
-            self._roomy = anyio.Event()
-            await self._roomy.wait()
+        if self._queued_bytes and self.ready.is_set():
+            await self.budget.room()
 
     async def _forward(self, notify: Notify) -> None:
+        try:
+            await self._forward_all(notify)
+        finally:
+            # What is left unforwarded holds the editor's budget no longer.
+            self.budget.give(self._queued_bytes)
+            self._queued_bytes = 0
+
+    async def _forward_all(self, notify: Notify) -> None:
         await self.ready.wait()
         hook = self.config.on_update
         async with self._out:
@@ -132,9 +177,7 @@ class RealAgent(AgentProcess):
                     logger.debug("an update was not forwarded: %s", exc)
                 self._forwarded += 1
                 self._queued_bytes -= size
-                if self._roomy is not None and self._queued_bytes <= OUTBOX_BYTES:
-                    self._roomy.set()
-                    self._roomy = None
+                self.budget.give(size)
                 if self._progress is not None:
                     self._progress.set()
                     self._progress = None
