@@ -166,16 +166,25 @@ class BackendExitError(OmaBridgeError):
 
 
 class BackendTimeout(OmaBridgeError, TimeoutError):
-    """The run took longer than its ``timeout``; the agent's processes were killed."""
+    """The run took longer than its ``timeout``; the agent's processes were killed.
+
+    Attributes:
+        left_behind: The processes it had started outside its process group
+            (killed with it), named, secrets redacted; else "".
+    """
 
     code: ClassVar[str] = "BACKEND_TIMEOUT"
 
-    def __init__(self, what: str, *, timeout: float) -> None:
+    def __init__(self, what: str, *, timeout: float, left_behind: str = "") -> None:
         self.timeout = timeout
-        super().__init__(
+        self.left_behind = left_behind
+        message = (
             f"{what} did not finish within {timeout:g} s and was stopped; "
             "raise the timeout if the agent needs longer."
         )
+        if left_behind:
+            message += f" {left_behind}"
+        super().__init__(message)
 
 
 class AgentRefusal(OmaBridgeError):

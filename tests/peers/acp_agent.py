@@ -13,7 +13,8 @@ session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
 late: and latejoined: write "sent late" once their chunks are written.
 readflood:PATH:COUNT asks for PATH, writes COUNT 64 KiB chunks, then reads
-the answer.
+the answer. stallread:PATH asks for PATH, then never reads again and writes
+64 KiB chunks for as long as it can (a peer that stopped reading).
 escape / escapesetsid: start `sleep 60` holding stdout and stderr (in our
 process group / in a session of its own), log its pid as {"_sent": "escaped"},
 then exit 3 mid-turn.
@@ -430,6 +431,19 @@ def prompt_turn(sid: str, text: str) -> str:
                 _backlog.append(msg)
             content = msg.get("result", {}).get("content", "")
             chunk(sid, f"|read {len(content)} bytes")
+        elif name == "stallread":
+            _next_id += 1
+            params = {"sessionId": sid, "path": arg}
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": _next_id,
+                    "method": "fs/read_text_file",
+                    "params": params,
+                }
+            )
+            while True:  # until the client gives up on us and kills us
+                chunk(sid, "s" * 65536)
         elif name == "raw":
             with open(arg, "rb") as f:
                 OUT.write(f.read())

@@ -32,7 +32,7 @@ from ..client import (
 )
 from ..rpc import RequestError, methods as m
 from ._mapping import served_capabilities
-from ._real_agent import RealAgent
+from ._real_agent import RealAgent, UpdateBudget
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Container
@@ -87,6 +87,8 @@ class Proxy:
         self.agent_capabilities: dict[str, JSONValue] = {}
         #: The method the editor authenticated with: later agents use it too.
         self._auth_method = backend.auth_method
+        # What the real agents' updates waiting for this editor may hold.
+        self._budget = UpdateBudget()
         self.tasks: TaskGroup | None = None
         self.notify: Notify | None = None
         self.ask_editor: AskEditor | None = None
@@ -252,6 +254,7 @@ class Proxy:
         agent = RealAgent(
             self._config(cwd, holder, editor_files),
             file_methods=self._file_methods(editor_files),
+            budget=self._budget,
         )
         holder.append(agent)
         assert self.tasks is not None and self.notify is not None

@@ -21,7 +21,12 @@ import anyio
 from ..._os.child import Child
 from ..._os.command import child_env, resolve_executable
 from ..._os.exit import StderrTail, exit_error, held_open
-from ..._os.fdstream import FdReceiveStream, FdSendStream
+from ..._os.fdstream import (
+    READ_AHEAD_LIMIT,
+    STALL_TIMEOUT,
+    FdReceiveStream,
+    FdSendStream,
+)
 from ..._os.reactor import Reactor, read_pipe
 from ..._os.redact import secret_values
 from ..._version import __version__
@@ -157,9 +162,14 @@ class AgentProcess:
             writer_gone=self._has_exited,
             grace=config.kill_grace,
             poll=float("inf") if child.pidfd >= 0 else 0.25,
-            ahead_limit=config.max_line_bytes,
+            ahead_limit=min(config.max_line_bytes, READ_AHEAD_LIMIT),
         )
-        self.writer = FdSendStream(child.stdin, read_ahead=self.reader)
+        # An agent that takes nothing we write for STALL_TIMEOUT has stopped
+        # reading: the connection fails, rather than waiting for ever with
+        # its output read ahead up to the limit.
+        self.writer = FdSendStream(
+            child.stdin, read_ahead=self.reader, stall=STALL_TIMEOUT
+        )
         stream = self.stream = NdjsonStream(
             self.reader, self.writer, max_line_bytes=config.max_line_bytes
         )

@@ -107,6 +107,8 @@ class NdjsonStream:
         self._scanned = 0  # _buf[_pos:_scanned] holds no \n: scan each byte once
         self._discarding = False  # inside the rest of an oversize line
         self._eof = False
+        #: The size in bytes of the frame ``receive`` returned last.
+        self.last_size = 0
 
     @property
     def at_eof(self) -> bool:
@@ -132,6 +134,7 @@ class NdjsonStream:
                 continue
             # JSON allows whitespace around a value, a CRLF's \r included: only
             # a line that is not one bare JSON text is looked at again.
+            self.last_size = len(line)
             try:
                 text = line.decode()
                 value, end = _raw_decode(text)
