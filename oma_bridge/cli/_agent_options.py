@@ -54,15 +54,20 @@ def positive_float(value: str) -> float:
     return number
 
 
-def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) -> None:
+def add_agent_options(
+    parser: argparse.ArgumentParser, *, prompt_options: bool, required: bool = True
+) -> None:
     """Declare the agent choice and its options on ``parser``.
 
     Args:
         prompt_options: Also declare ``--system-prompt`` (not for commands whose
             prompts come from elsewhere).
+        required: One agent must be chosen (else at most one may be).
     """
-    agent = parser.add_argument_group("agent (exactly one)")
-    which = agent.add_mutually_exclusive_group(required=True)
+    agent = parser.add_argument_group(
+        "agent (exactly one)" if required else "agent (at most one)"
+    )
+    which = agent.add_mutually_exclusive_group(required=required)
     which.add_argument(
         "--process",
         metavar='"CMD ARGS"',

@@ -17,6 +17,7 @@ from ._config import (
     UpdateHook,
 )
 from ._router import FILE_METHODS
+from ._session_admin import ListedSession
 from ._session_setup import configure_session
 
 __all__ = (
@@ -26,6 +27,7 @@ __all__ = (
     "AgentProcess",
     "ClientDelegate",
     "FrameObserver",
+    "ListedSession",
     "PermissionPolicy",
     "PermissionRequest",
     "SessionState",

@@ -32,6 +32,7 @@ from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
 from ._router import FILE_METHODS, client_capabilities, client_router
+from ._session_admin import close_session
 from ._session_setup import configure_session
 from ._terminals import Terminals
 
@@ -244,6 +245,8 @@ class AgentProcess:
                 "advertises neither loadSession nor session resume",
             )
         method, how = reopen
+        if self.session_id and self.session_id != session_id:
+            await self.close_session()  # done with: the load replaces it
         # A load replays the conversation as session/update notifications: they
         # are history, kept apart (on_session_update), never output of a run.
         # The earlier session carries the system prompt already.
@@ -344,6 +347,7 @@ class AgentProcess:
             OmaBridgeError: the agent refused, broke the protocol, or took longer
                 than ``startup_timeout`` (BackendTimeout).
         """
+        await self.close_session()  # the session it replaces is done with
         with anyio.move_on_after(self.config.startup_timeout) as scope:
             await self._open_session()
         if scope.cancelled_caught:
@@ -352,6 +356,15 @@ class AgentProcess:
                 f"Opening a new session of the ACP agent {self.config.command!r}",
                 self.config.startup_timeout,
             )
+
+    async def close_session(self) -> None:
+        """Be done with the open session: ``session/close`` when the agent
+        offers it (bounded by ``cancel_grace``, never raising); none is open
+        after."""
+        session_id = self.session_id
+        if session_id:
+            self.session = SessionState()
+            await close_session(self, session_id, self.config.cancel_grace)
 
     def attach(self, run: weakref.ref[AcpRun]) -> None:
         """Feed the turn of ``run`` with the session's updates from now on."""
