@@ -140,7 +140,9 @@ async def test_every_client_frame_matches_the_official_schema(tmp_path) -> None:
 async def test_every_frame_to_an_agent_offering_every_method_matches(
     tmp_path,
 ) -> None:
-    config = full_agent(tmp_path, session_per_run=True, config_options={"model": "m2"})
+    config = full_agent(
+        tmp_path, session_per_run=True, config_options={"model": "m2", "fast": True}
+    )
     with anyio.fail_after(WAIT):
         async with agent_for(config) as agent:
             await agent.run("title:One")
@@ -152,4 +154,7 @@ async def test_every_frame_to_an_agent_offering_every_method_matches(
             await backend.delete_session(listed[0].session_id)
             await backend.logout()
     kinds = validate_log(tmp_path / "log")
-    assert kinds >= FULL_AGENT_ONLY | {"session/set_config_option:select"}
+    assert kinds >= FULL_AGENT_ONLY | {
+        "session/set_config_option:select",
+        "session/set_config_option:boolean",
+    }

@@ -68,12 +68,19 @@ class AgentProcess:
     """
 
     def __init__(
-        self, config: AcpBackendConfig, *, file_methods: Collection[str] = FILE_METHODS
+        self,
+        config: AcpBackendConfig,
+        *,
+        file_methods: Collection[str] = FILE_METHODS,
+        boolean_options: bool = True,
     ) -> None:
         self.config = config
         # The fs/* methods served (when config.fs): a proxy serves only those
         # its editor offers, and advertises no more (see _router).
         self.file_methods = frozenset(file_methods)
+        # Whether boolean config options are advertised: a proxy passes on
+        # what its editor advertised (it shows the options the agent sends).
+        self.boolean_options = boolean_options
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
         self.child: Child | None = None
         self.side = Reactor()
@@ -198,7 +205,9 @@ class AgentProcess:
         return {
             "protocolVersion": m.PROTOCOL_VERSION,
             # Derived from the routing table: advertised is what is routed.
-            "clientCapabilities": client_capabilities(self.router),
+            "clientCapabilities": client_capabilities(
+                self.router, boolean_options=self.boolean_options
+            ),
             "clientInfo": {"name": "oma-bridge", "version": __version__},
         }
 

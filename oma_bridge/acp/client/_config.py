@@ -113,9 +113,12 @@ class AcpBackendConfig:
             after the first, on the same agent process, so that no run sees
             another's turns (batch jobs). Cannot be combined with ``session_id``.
         mode: A session mode id to switch to, if the agent offers it.
-        config_options: Session config options to set, ``{config id: value id}``
+        config_options: Session config options to set, ``{config id: value}``
             (e.g. ``{"model": "model-2"}``); each is set only when the agent
             offers that option with that value, and skipped (logged) otherwise.
+            A select option takes a value id; a boolean option (advertised to
+            the agent as supported) takes True or False, or the text "true" or
+            "false" (``--config fast=true``).
         timeout: Seconds per turn, counted from when ``session/prompt`` is sent
             (start-up has ``startup_timeout``); then the turn is cancelled.
         cancel_grace: Seconds a cancelled turn may take to end before the agent
@@ -149,7 +152,7 @@ class AcpBackendConfig:
     session_id: str | None = None
     session_per_run: bool = False
     mode: str | None = None
-    config_options: Mapping[str, str] = field(default_factory=dict)
+    config_options: Mapping[str, str | bool] = field(default_factory=dict)
     timeout: float | None = None
     cancel_grace: float = 5.0
     kill_grace: float = 2.0

@@ -57,15 +57,22 @@ def client_router(side: AgentProcess) -> Router:
     return _ClientRoutes(side).router()
 
 
-def client_capabilities(router: Router) -> dict[str, JSONValue]:
-    """The ``clientCapabilities`` of ``initialize``, derived from ``router``."""
-    return {
+def client_capabilities(
+    router: Router, *, boolean_options: bool = True
+) -> dict[str, JSONValue]:
+    """The ``clientCapabilities`` of ``initialize``, derived from ``router``
+    (and ``boolean_options``: boolean session config options are set and shown,
+    not routed)."""
+    caps: dict[str, JSONValue] = {
         "fs": {
             "readTextFile": router.serves(m.FS_READ_TEXT_FILE),
             "writeTextFile": router.serves(m.FS_WRITE_TEXT_FILE),
         },
         "terminal": all(router.serves(method) for method in _TERMINAL_METHODS),
     }
+    if boolean_options:
+        caps["session"] = {"configOptions": {"boolean": {}}}
+    return caps
 
 
 def _rpc_error(exc: FileServiceError | TerminalError) -> RequestError:

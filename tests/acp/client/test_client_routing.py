@@ -78,6 +78,7 @@ async def test_what_is_advertised_is_what_is_routed(
     assert caps == {
         "fs": {"readTextFile": fs, "writeTextFile": fs},
         "terminal": terminal,
+        "session": {"configOptions": {"boolean": {}}},
     }
     advertised = {
         m.FS_READ_TEXT_FILE: caps["fs"]["readTextFile"],
