@@ -133,6 +133,7 @@ async def test_every_client_frame_matches_the_official_schema(tmp_path) -> None:
     assert kinds >= {
         *(set(REQUESTS) - FULL_AGENT_ONLY),
         "session/cancel",
+        "$/cancel_request",
         *(f"reply:{m}" for m in set(RESPONSES) - FULL_AGENT_ONLY),
     }
 

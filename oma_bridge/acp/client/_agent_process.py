@@ -391,7 +391,9 @@ class AgentProcess:
     async def cancel_turn(self, prompt_id: int | str) -> bool:
         """Cancel the turn in flight and read it to its end, within cancel_grace.
 
-        Requests the agent made that were cut short are answered first.
+        Requests the agent made that were cut short are answered first; then
+        ``session/cancel``, and ``$/cancel_request`` for each request of ours
+        still unanswered (the prompt).
 
         Returns:
             Whether the turn ended; if not, the caller stops this process.
@@ -406,6 +408,10 @@ class AgentProcess:
                 await conn.answer_abandoned(_abandoned_answer)
                 if not conn.has_response(prompt_id):
                     await conn.notify(m.SESSION_CANCEL, {"sessionId": self.session_id})
+                    # And each request of ours still open (ACP, cancellation:
+                    # $/cancel_request); the prompt is answered all the same.
+                    for request_id in conn.outstanding():
+                        await conn.cancel_request(request_id)
                 while not conn.has_response(prompt_id):
                     await conn.pump()
                 await conn.wait_response(prompt_id)
