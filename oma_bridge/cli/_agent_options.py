@@ -148,6 +148,15 @@ def add_agent_options(
         help="let the agent run commands in terminals (killed and reaped at the end)",
     )
     acp.add_argument(
+        "--add-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="another workspace root of the session besides --cwd (repeatable; "
+        "sent to agents that take additionalDirectories, skipped with a warning "
+        "otherwise; with --fs the agent may use its files too)",
+    )
+    acp.add_argument(
         "--auth-method",
         metavar="ID",
         help="log in with this of the agent's auth methods when it asks for a "
@@ -291,6 +300,15 @@ def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> Backen
     return named.backend_config(**given)
 
 
+def _directory(path: str) -> str:
+    """An ``--add-dir`` as an absolute path; one that is no folder is refused."""
+    if not os.path.isdir(path):
+        raise ValueError(
+            f"--add-dir {path} is not a directory; give an existing folder"
+        )
+    return os.path.abspath(path)
+
+
 def _split(transport: str, command: str) -> list[str]:
     """``--process``/``--acp`` split like a shell would; a malformed one names its
     option."""
@@ -353,6 +371,7 @@ def _process_backend(
             ("--approve-all/--approve-reads/--deny-all", args.permission),
             ("--fs", args.fs),
             ("--terminal", args.terminal),
+            ("--add-dir", args.add_dir),
             ("--auth-method", args.auth_method),
             ("--mode", args.mode),
             ("--model", args.model),
@@ -394,13 +413,18 @@ def _acp_backend(
         "config_options": _pairs("--config", args.config)
         | ({"model": args.model} if args.model else {}),
         "mcp_servers": tuple(_mcp_server(spec) for spec in args.mcp_server),
+        "additional_directories": tuple(_directory(d) for d in args.add_dir),
     }
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})
         if args.permission is None and "permission" in configured:
             acp["permission"] = None
-        acp.update(fs=args.fs or None, terminal=args.terminal or None)
+        acp.update(
+            fs=args.fs or None,
+            terminal=args.terminal or None,
+            additional_directories=acp["additional_directories"] or None,
+        )
         return named_backend(named, acp)
     from ..acp import AcpBackendConfig
 

@@ -142,7 +142,10 @@ async def test_every_frame_to_an_agent_offering_every_method_matches(
     tmp_path,
 ) -> None:
     config = full_agent(
-        tmp_path, session_per_run=True, config_options={"model": "m2", "fast": True}
+        tmp_path,
+        session_per_run=True,
+        config_options={"model": "m2", "fast": True},
+        additional_directories=(str(tmp_path),),
     )
     with anyio.fail_after(WAIT):
         async with agent_for(config) as agent:

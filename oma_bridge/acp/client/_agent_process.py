@@ -32,7 +32,7 @@ from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
 from ._router import FILE_METHODS, client_capabilities, client_router
-from ._session_admin import close_session
+from ._session_admin import close_session, offers
 from ._session_setup import configure_session
 from ._terminals import Terminals
 
@@ -82,6 +82,8 @@ class AgentProcess:
         # what its editor advertised (it shows the options the agent sends).
         self.boolean_options = boolean_options
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
+        # The session's further roots, once the agent advertises them.
+        self.additional_dirs: tuple[str, ...] = ()
         self.child: Child | None = None
         self.side = Reactor()
         self.tail = StderrTail(config.stderr_tail_bytes)
@@ -194,12 +196,29 @@ class AgentProcess:
         self.init = init
         caps = init.get("agentCapabilities")
         self.caps = caps if isinstance(caps, dict) else {}
+        self._take_additional_dirs()
         if not open_session:
             return
         if config.session_id is None:
             await self._open_session()
         else:
             self.loaded = await self.load(config.session_id)
+
+    def _take_additional_dirs(self) -> None:
+        """``config.additional_directories``, if the agent takes them (ACP:
+        sent only when it advertises them), admitted by the sandbox too."""
+        wanted = tuple(os.path.abspath(d) for d in self.config.additional_directories)
+        if not wanted:
+            return
+        if not offers(self, "sessionCapabilities", "additionalDirectories"):
+            logger.warning(
+                "additional directories %s ignored: the agent does not advertise "
+                "sessionCapabilities.additionalDirectories",
+                list(wanted),
+            )
+            return
+        self.additional_dirs = wanted
+        self.sandbox.admit(wanted)
 
     def _initialize_params(self) -> dict[str, JSONValue]:
         return {
@@ -212,10 +231,13 @@ class AgentProcess:
         }
 
     def _session_params(self) -> dict[str, JSONValue]:
-        return {
+        params: dict[str, JSONValue] = {
             "cwd": self.cwd,
             "mcpServers": [dict(s) for s in self.config.mcp_servers],
         }
+        if self.additional_dirs:  # the whole list, on a load or resume too
+            params["additionalDirectories"] = list(self.additional_dirs)
+        return params
 
     async def _open_session(self) -> None:
         """``session/new``, then the wanted mode and config options."""

@@ -96,6 +96,12 @@ class AcpBackendConfig:
             (``"in"``) the agent, for logging (``serve --transcript`` records
             the agent side this way); it must not block.
         extra_roots: More directories the file sandbox admits besides ``cwd``.
+        additional_directories: More workspace roots of the session besides
+            ``cwd`` (ACP ``additionalDirectories``, made absolute against the
+            current directory), sent with ``session/new``, ``session/load`` and
+            ``session/resume`` when the agent advertises
+            ``sessionCapabilities.additionalDirectories`` (and then admitted by
+            the file sandbox too); otherwise not sent, with a warning.
         auth_method: The ``authMethods`` id to log in with when the agent
             answers -32000 (authentication required) at ``session/new``,
             ``session/load`` or ``session/prompt``: ``authenticate`` is called
@@ -147,6 +153,7 @@ class AcpBackendConfig:
     on_update: UpdateHook | None = None
     on_frame: FrameObserver | None = None
     extra_roots: tuple[str, ...] = ()
+    additional_directories: tuple[str, ...] = ()
     auth_method: str | None = None
     startup_timeout: float = 60.0
     session_id: str | None = None
@@ -166,6 +173,9 @@ class AcpBackendConfig:
         check_command(self)
         object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
         object.__setattr__(self, "extra_roots", tuple(self.extra_roots))
+        object.__setattr__(
+            self, "additional_directories", tuple(self.additional_directories)
+        )
         if not callable(self.permission) and self.permission not in _POLICIES:
             raise ValueError(
                 "AcpBackendConfig.permission must be 'auto-approve', 'reject', "
