@@ -14,9 +14,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
-    from ..acp import PermissionPolicy, PermissionRequest
+    from ..acp import ElicitationRequest, PermissionPolicy, PermissionRequest
     from ..bridge import AgentConfig, BackendConfig
     from ..presets import Preset
     from ..presets.config import NamedAgent
@@ -415,6 +415,8 @@ def _acp_backend(
         "mcp_servers": tuple(_mcp_server(spec) for spec in args.mcp_server),
         "additional_directories": tuple(_directory(d) for d in args.add_dir),
     }
+    if interactive and sys.stdin.isatty() and sys.stderr.isatty():
+        acp["elicitation"] = ask_elicitation_on_terminal  # else: declined
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})
@@ -456,3 +458,74 @@ async def ask_on_terminal(request: PermissionRequest) -> bool | str:
     if answer.isdigit() and 1 <= int(answer) <= len(request.options):
         return str(request.options[int(answer) - 1].get("optionId"))
     return False
+
+
+async def ask_elicitation_on_terminal(request: ElicitationRequest) -> object:
+    """Show an elicitation on stderr and read the answer from stdin: a form
+    field by field, then the whole answer to confirm; a URL in full, to open
+    by hand. Enter (or an answer that does not fit) declines."""
+    import anyio
+
+    async def ask(text: str) -> str:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return str(await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+
+    sys.stderr.write(f"\nThe agent asks: {request.message or 'some information'}\n")
+    if request.mode == "url":
+        from urllib.parse import urlsplit
+
+        url = str(request.url)
+        sys.stderr.write(
+            f"It wants you to open {url}\n(host: {urlsplit(url).hostname})\n"
+        )
+        consent = await ask("Open it yourself; consent? [y/N] ")
+        return consent.lower() in ("y", "yes")
+    schema = request.requested_schema or {}
+    properties = schema.get("properties")
+    required = schema.get("required")
+    content: dict[str, object] = {}
+    for name, spec in (properties if isinstance(properties, dict) else {}).items():
+        spec = spec if isinstance(spec, dict) else {}
+        label = spec.get("title") or spec.get("description") or name
+        choices = spec.get("enum")
+        hint = f" ({'/'.join(map(str, choices))})" if isinstance(choices, list) else ""
+        text = await ask(f"  {label}{hint}: ")
+        if not text:
+            if isinstance(required, list) and name in required:
+                return False
+            continue
+        value = _field_value(text, spec)
+        if value is None:
+            sys.stderr.write(f"  {text!r} does not fit {name}; declined\n")
+            return False
+        content[name] = value
+    confirm = await ask(f"Send {content}? [y/N] ")
+    return content if confirm.lower() in ("y", "yes") else False
+
+
+def _field_value(text: str, spec: Mapping[str, object]) -> object:
+    """A typed field of an elicitation form, or None when ``text`` does not fit."""
+    kind = spec.get("type")
+    choices = spec.get("enum")
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+    except ValueError:
+        return None
+    if kind == "boolean":
+        return {
+            "y": True,
+            "yes": True,
+            "true": True,
+            "n": False,
+            "no": False,
+            "false": False,
+        }.get(text.lower())
+    if kind == "array":
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if isinstance(choices, list) and text not in choices:
+        return None
+    return text

@@ -54,8 +54,20 @@ RESPONSES = {
 }
 
 
+#: The answers to elicitation/create, by their action.
+ELICITATION_RESPONSES = {
+    "accept": schema.AcceptElicitationResponse,
+    "decline": schema.DeclineElicitationResponse,
+    "cancel": schema.CancelElicitationResponse,
+}
 #: What only tests/peers/acp_full_agent.py is sent (or asks).
-FULL_AGENT_ONLY = {"session/list", "session/delete", "session/close", "logout"}
+FULL_AGENT_ONLY = {
+    "session/list",
+    "session/delete",
+    "session/close",
+    "logout",
+    "elicitation/create",
+}
 
 
 def check(model: Any, value: Any) -> None:
@@ -86,6 +98,10 @@ def validate_log(log) -> set[str]:
             answered = asked[frame["id"]]
             if "error" in frame:
                 check(schema.Error, frame["error"])
+            elif answered == "elicitation/create":
+                action = frame["result"]["action"]
+                check(ELICITATION_RESPONSES[action], frame["result"])
+                seen.add(f"reply:{answered}:{action}")
             else:
                 check(RESPONSES[answered], frame["result"])
             seen.add(f"reply:{answered}")
@@ -146,10 +162,11 @@ async def test_every_frame_to_an_agent_offering_every_method_matches(
         session_per_run=True,
         config_options={"model": "m2", "fast": True},
         additional_directories=(str(tmp_path),),
+        elicitation=lambda r: {"strategy": "safe"} if r.mode == "form" else None,
     )
     with anyio.fail_after(WAIT):
         async with agent_for(config) as agent:
-            await agent.run("title:One")
+            await agent.run("title:One;form:Which?;url:https://example.com/a")
             await agent.run("say:two")
             backend = agent.backend
             assert isinstance(backend, AcpBackend)
@@ -158,7 +175,9 @@ async def test_every_frame_to_an_agent_offering_every_method_matches(
             await backend.delete_session(listed[0].session_id)
             await backend.logout()
     kinds = validate_log(tmp_path / "log")
-    assert kinds >= FULL_AGENT_ONLY | {
+    assert kinds >= (FULL_AGENT_ONLY - {"elicitation/create"}) | {
+        "reply:elicitation/create:accept",
+        "reply:elicitation/create:decline",
         "session/set_config_option:select",
         "session/set_config_option:boolean",
     }

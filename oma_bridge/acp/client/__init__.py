@@ -16,6 +16,7 @@ from ._config import (
     PermissionRequest,
     UpdateHook,
 )
+from ._elicitation import ElicitationPolicy, ElicitationRequest
 from ._router import FILE_METHODS
 from ._session_admin import ListedSession
 from ._session_setup import configure_session
@@ -26,6 +27,8 @@ __all__ = (
     "AcpBackendConfig",
     "AgentProcess",
     "ClientDelegate",
+    "ElicitationPolicy",
+    "ElicitationRequest",
     "FrameObserver",
     "ListedSession",
     "PermissionPolicy",

@@ -28,6 +28,7 @@ from ..._version import __version__
 from ...bridge import BackendStartError, OmaBridgeError, ProtocolError, RemoteError
 from ..rpc import Connection, NdjsonStream, RequestError, methods as m, preview
 from ._auth import Auth, request_logged_in, timed_out, with_root_hint
+from ._elicitation import CANCEL
 from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
@@ -522,4 +523,6 @@ class AgentProcess:
 def _abandoned_answer(method: str) -> JSONValue | RequestError:
     if method == m.SESSION_REQUEST_PERMISSION:
         return CANCELLED_OUTCOME
+    if method == m.ELICITATION_CREATE:
+        return dict(CANCEL)
     return RequestError(m.REQUEST_CANCELLED, "Request cancelled")

@@ -20,6 +20,7 @@ from ._permissions import (
 if TYPE_CHECKING:
     from ...bridge import JSONValue
     from ._backend import AcpBackend
+    from ._elicitation import ElicitationPolicy
 
 __all__ = (
     "AcpBackendConfig",
@@ -71,7 +72,15 @@ class AcpBackendConfig:
             taking a ``PermissionRequest`` and returning True (allow, least
             privilege), False (reject), an option id, or None (ask ``delegate``;
             without one, reject).
-        permission_timeout: Seconds a callable may take; then it is a reject.
+        permission_timeout: Seconds a callable (``permission`` or
+            ``elicitation``) may take; then it is a reject (a decline).
+        elicitation: How ``elicitation/create`` is answered (advertised in
+            both modes, form and URL): ``"decline"`` (default: the agent is
+            told at once, so it goes on), or a callable (sync or async) taking
+            an ``ElicitationRequest`` and returning the form's content (a dict:
+            accept), True (accept: the user consented to open the URL), False
+            (decline), ``"cancel"``, or None (ask ``delegate``; without one,
+            decline). A form answer missing a required field is a decline.
         mcp_servers: MCP server descriptions passed through to the session as
             given (ACP wire shape, e.g. ``{"name", "command", "args", "env"}``).
         fs: Serve ``fs/read_text_file`` and ``fs/write_text_file`` inside the
@@ -146,6 +155,7 @@ class AcpBackendConfig:
     cwd: str | None = None
     permission: PermissionPolicy = "read-only"
     permission_timeout: float = 300.0
+    elicitation: ElicitationPolicy = "decline"
     mcp_servers: tuple[Mapping[str, JSONValue], ...] = ()
     fs: bool = False
     terminal: bool = False
@@ -176,6 +186,11 @@ class AcpBackendConfig:
         object.__setattr__(
             self, "additional_directories", tuple(self.additional_directories)
         )
+        if not callable(self.elicitation) and self.elicitation != "decline":
+            raise ValueError(
+                "AcpBackendConfig.elicitation must be 'decline' or a callable, "
+                f"got {self.elicitation!r}"
+            )
         if not callable(self.permission) and self.permission not in _POLICIES:
             raise ValueError(
                 "AcpBackendConfig.permission must be 'auto-approve', 'reject', "

@@ -79,6 +79,7 @@ async def test_what_is_advertised_is_what_is_routed(
         "fs": {"readTextFile": fs, "writeTextFile": fs},
         "terminal": terminal,
         "session": {"configOptions": {"boolean": {}}},
+        "elicitation": {"form": {}, "url": {}},
     }
     advertised = {
         m.FS_READ_TEXT_FILE: caps["fs"]["readTextFile"],

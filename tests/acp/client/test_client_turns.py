@@ -149,6 +149,7 @@ async def test_initialize_advertises_only_served_capabilities(tmp_path) -> None:
         "fs": {"readTextFile": False, "writeTextFile": False},
         "terminal": False,
         "session": {"configOptions": {"boolean": {}}},
+        "elicitation": {"form": {}, "url": {}},
     }
     new = frames(log)[1]
     assert new["method"] == "session/new"
