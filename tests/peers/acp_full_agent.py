@@ -3,7 +3,7 @@ on stdio, scripted by flags and prompt text.
 
 It advertises ``loadSession``, ``sessionCapabilities`` list, delete, close,
 resume and additionalDirectories, and ``auth.logout``; ``--bare`` advertises
-none of them (a minimal agent). Its sessions outlive the process in
+none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE). Its sessions outlive the process in
 ``ACP_STORE`` (a JSON file), so a later process lists, loads and deletes them.
 Each session offers config options ``model`` (select) and ``fast`` (boolean, only
 when the client advertises boolean options) and modes ``ask`` and ``code``.
@@ -271,6 +271,8 @@ def main() -> None:
         if method == "initialize":
             client_caps = params.get("clientCapabilities") or {}
             caps: dict = {"promptCapabilities": {}}
+            if "--mcp-http" in ARGS:
+                caps["mcpCapabilities"] = {"http": True, "sse": False}
             if not BARE:
                 caps["loadSession"] = True
                 caps["sessionCapabilities"] = {

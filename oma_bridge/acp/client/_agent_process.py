@@ -85,6 +85,8 @@ class AgentProcess:
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
         # The session's further roots, once the agent advertises them.
         self.additional_dirs: tuple[str, ...] = ()
+        # The MCP servers given to each session (those the agent can reach).
+        self.mcp_servers: list[dict[str, JSONValue]] = []
         self.child: Child | None = None
         self.side = Reactor()
         self.tail = StderrTail(config.stderr_tail_bytes)
@@ -198,6 +200,7 @@ class AgentProcess:
         caps = init.get("agentCapabilities")
         self.caps = caps if isinstance(caps, dict) else {}
         self._take_additional_dirs()
+        self._take_mcp_servers()
         if not open_session:
             return
         if config.session_id is None:
@@ -221,6 +224,26 @@ class AgentProcess:
         self.additional_dirs = wanted
         self.sandbox.admit(wanted)
 
+    def _take_mcp_servers(self) -> None:
+        """``config.mcp_servers`` the agent can connect to: stdio always, an
+        HTTP or SSE server only when it advertises that transport (ACP: the
+        client MUST check); any other is skipped with a warning."""
+        kept = []
+        for server in self.config.mcp_servers:
+            transport = server.get("type")
+            if transport in ("http", "sse") and not _true(
+                self.caps.get("mcpCapabilities"), str(transport)
+            ):
+                logger.warning(
+                    "MCP server %r skipped: the agent does not advertise "
+                    "mcpCapabilities.%s",
+                    server.get("name"),
+                    transport,
+                )
+                continue
+            kept.append(dict(server))
+        self.mcp_servers = kept
+
     def _initialize_params(self) -> dict[str, JSONValue]:
         return {
             "protocolVersion": m.PROTOCOL_VERSION,
@@ -234,7 +257,7 @@ class AgentProcess:
     def _session_params(self) -> dict[str, JSONValue]:
         params: dict[str, JSONValue] = {
             "cwd": self.cwd,
-            "mcpServers": [dict(s) for s in self.config.mcp_servers],
+            "mcpServers": [dict(s) for s in self.mcp_servers],
         }
         if self.additional_dirs:  # the whole list, on a load or resume too
             params["additionalDirectories"] = list(self.additional_dirs)
@@ -518,6 +541,10 @@ class AgentProcess:
         err = ProtocolError(f"{exc} The agent's stderr ends with:\n{tail}")
         err.line_preview = exc.line_preview
         return err
+
+
+def _true(caps: JSONValue, key: str) -> bool:
+    return isinstance(caps, dict) and caps.get(key) is True
 
 
 def _abandoned_answer(method: str) -> JSONValue | RequestError:

@@ -1,6 +1,7 @@
-"""``additional_directories`` (``--add-dir``): sent on session/new, load and
-resume to an agent that advertises them, and admitted by the file sandbox;
-never sent to one that does not."""
+"""What a session is opened with: ``additional_directories`` (``--add-dir``),
+sent on session/new, load and resume to an agent that advertises them and
+admitted by the file sandbox, never sent to one that does not; and MCP servers
+over HTTP or SSE only to an agent that advertises that transport."""
 
 from __future__ import annotations
 
@@ -99,3 +100,25 @@ def test_add_dir_on_the_command_line(tmp_path) -> None:
         missing.returncode == 2
         and "--add-dir nowhere is not a directory" in missing.stderr
     )
+
+
+async def test_mcp_servers_go_only_over_transports_the_agent_offers(
+    tmp_path, caplog
+) -> None:
+    caplog.set_level(logging.WARNING)
+    stdio = {"name": "a", "command": "/bin/mcp", "args": [], "env": []}
+    http = {"type": "http", "name": "b", "url": "https://x.test/mcp", "headers": []}
+    sse = {"type": "sse", "name": "c", "url": "https://x.test/sse", "headers": []}
+    servers = (stdio, http, sse)
+    for flags in ((), ("--mcp-http",)):
+        folder = tmp_path / ("http" if flags else "none")
+        folder.mkdir()
+        config = full_agent(folder, *flags, mcp_servers=servers)
+        with anyio.fail_after(WAIT):
+            async with agent_for(config) as agent:
+                await agent.run("say:hi")
+    [(_, none)] = session_params(tmp_path / "none" / "log")
+    [(_, with_http)] = session_params(tmp_path / "http" / "log")
+    assert none["mcpServers"] == [stdio]
+    assert with_http["mcpServers"] == [stdio, http]
+    assert "MCP server 'c' skipped" in caplog.text
