@@ -3,8 +3,9 @@ on stdio, scripted by flags and prompt text.
 
 It advertises ``loadSession``, ``sessionCapabilities`` list, delete, close,
 resume and additionalDirectories, and ``auth.logout``; ``--bare`` advertises
-none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE). Its sessions outlive the process in
-``ACP_STORE`` (a JSON file), so a later process lists, loads and deletes them.
+none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE).
+Its sessions outlive the process in ``ACP_STORE`` (a JSON file), so a later
+process lists, loads and deletes them.
 Each session offers config options ``model`` (select) and ``fast`` (boolean, only
 when the client advertises boolean options) and modes ``ask`` and ``code``.
 
