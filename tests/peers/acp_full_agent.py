@@ -3,7 +3,9 @@ on stdio, scripted by flags and prompt text.
 
 It advertises ``loadSession``, ``sessionCapabilities`` list, delete, close,
 resume and additionalDirectories, and ``auth.logout``; ``--bare`` advertises
-none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE).
+none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE);
+``--needs-login`` refuses session/new (-32000) until authenticate, and offers
+a terminal login method too.
 Its sessions outlive the process in ``ACP_STORE`` (a JSON file), so a later
 process lists, loads and deletes them.
 Each session offers config options ``model`` (select) and ``fast`` (boolean, only
@@ -258,7 +260,7 @@ def main() -> None:
     global client_caps
     open_sessions: set[str] = set()
     counter = 0
-    logged_in = True
+    logged_in = "--needs-login" not in ARGS
     while True:
         msg = next_msg()
         if msg is None:
@@ -287,12 +289,23 @@ def main() -> None:
             result = {
                 "protocolVersion": 1,
                 "agentCapabilities": caps,
-                "authMethods": [{"id": "key", "name": "API key"}],
+                "authMethods": [
+                    {"id": "key", "name": "API key"},
+                    {
+                        "id": "term",
+                        "name": "Log in from the terminal",
+                        "type": "terminal",
+                        "args": ["--login"],
+                        "env": {"LOGIN_MODE": "1"},
+                    },
+                ],
             }
         elif method == "authenticate":
             logged_in = True
         elif method == "logout":
             logged_in = False
+        elif method == "session/new" and not logged_in:
+            error = {"code": -32000, "message": "Authentication required"}
         elif method == "session/new":
             counter += 1
             sid = f"s-{os.getpid()}-{counter}"

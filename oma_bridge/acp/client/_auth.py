@@ -122,9 +122,21 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
             tried=wanted,
             problem=f"Logged in with {wanted!r}, yet the agent still requires a login",
         ) from None
-    if wanted not in [a.get("id") for a in agent.auth.methods]:
+    offered = {a.get("id"): a for a in agent.auth.methods}
+    if wanted not in offered:
         raise auth_required(
             agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
+        ) from None
+    if offered[wanted].get("type") == "terminal":
+        # ACP: a terminal method is never passed to authenticate; the client
+        # runs the agent's own login in a terminal, which this one does not.
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"{wanted!r} is a terminal login: run "
+            f"{_terminal_login(agent, offered[wanted])} in a terminal yourself, "
+            "then try again",
         ) from None
     assert agent.conn is not None
     agent.auth.pending = wanted
@@ -177,6 +189,28 @@ def timed_out(
     if wanted is None:
         return BackendTimeout(what, timeout=timeout)
     return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
+
+
+def _terminal_login(agent: AgentProcess, method: Mapping[str, JSONValue]) -> str:
+    """The command line a terminal method runs (the agent's own command and
+    args, then the method's args; its env set first), redacted."""
+    import shlex
+
+    from ..._os.redact import redact
+
+    args = method.get("args")
+    env = method.get("env")
+    words = [
+        *(
+            f"{k}={v}"
+            for k, v in (env.items() if isinstance(env, dict) else ())
+            if isinstance(v, str)
+        ),
+        agent.config.command,
+        *agent.config.args,
+        *(a for a in (args if isinstance(args, list) else []) if isinstance(a, str)),
+    ]
+    return redact(shlex.join(words))
 
 
 def _screen_text(broken: ProtocolError) -> str:

@@ -113,3 +113,23 @@ async def test_listing_before_any_run_starts_the_agent_without_a_session(
     assert methods(log).count("session/new") == 1
     # Nothing was open when the second backend closed: nothing to close.
     assert len(params_of(log, "session/close")) == 1
+
+
+async def test_a_terminal_login_is_never_passed_to_authenticate(tmp_path) -> None:
+    from oma_bridge import AuthRequiredError
+
+    log = tmp_path / "log"
+    config = full_agent(tmp_path, "--needs-login", auth_method="term")
+    with anyio.fail_after(WAIT):
+        async with agent_for(config) as agent:
+            result = await agent.run("say:hi")
+    assert isinstance(result.error, AuthRequiredError)
+    assert "'term' is a terminal login: run LOGIN_MODE=1 " in str(result.error)
+    assert "acp_full_agent.py --needs-login --login in a terminal" in str(result.error)
+    assert "authenticate" not in methods(log)
+    with anyio.fail_after(WAIT):
+        async with agent_for(
+            full_agent(tmp_path, "--needs-login", auth_method="key")
+        ) as agent:
+            assert (await agent.run("say:hi")).success
+    assert methods(log).count("authenticate") == 1
