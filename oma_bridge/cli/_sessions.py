@@ -287,7 +287,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(handler=_list)
     forget = actions.add_parser(
         "forget",
-        help="forget NAME (for every agent and directory), or all of them",
+        help="forget NAME (for every agent and directory), or all of them; "
+        "with `sessions --acp CMD forget`, that agent deletes them too "
+        "(session/delete)",
         formatter_class=HelpFormatter,
     )
     which = forget.add_mutually_exclusive_group(required=True)
@@ -317,6 +319,47 @@ def _list(args: argparse.Namespace) -> int:
             f"{entry.get('updated')}\t{entry.get('cwd')}\t{entry.get('agent')}\n"
         )
     return EXIT_OK
+
+
+def _delete_at_agent(
+    args: argparse.Namespace, forgotten: list[dict[str, Any]]
+) -> int | None:
+    """Delete the forgotten sessions of the agent given from its own list
+    (``session/delete``, where it offers it); an exit status on failure."""
+    import anyio
+
+    from ..acp import AcpBackend, AcpBackendConfig
+    from ..bridge import OmaBridgeError
+    from ._agent_options import agent_config, error_message
+
+    try:
+        config = agent_config(args, interactive=False)
+    except (ValueError, TypeError) as exc:
+        return fail(str(exc))
+    backend_config = config.backend
+    if not isinstance(backend_config, AcpBackendConfig):
+        return fail("sessions deletes the sessions of ACP agents only")
+    agent = session_key("-", config).agent
+    ids = [str(e.get("session_id")) for e in forgotten if e.get("agent") == agent]
+
+    async def delete() -> int | None:
+        async with AcpBackend(backend_config) as backend:
+            done = 0
+            for session_id in ids:
+                if not await backend.delete_session(session_id):
+                    return None
+                done += 1
+            return done
+
+    try:
+        deleted = anyio.run(delete) if ids else 0
+    except OmaBridgeError as exc:
+        return fail(error_message(exc))
+    if deleted is None:
+        sys.stderr.write("the agent does not delete sessions (no session/delete)\n")
+    else:
+        sys.stderr.write(f"deleted {deleted} at the agent\n")
+    return None
 
 
 def _list_with_agent(args: argparse.Namespace, entries: list[dict[str, Any]]) -> int:
@@ -385,10 +428,20 @@ def _list_with_agent(args: argparse.Namespace, entries: list[dict[str, Any]]) ->
 
 
 def _forget(args: argparse.Namespace) -> int:
+    name = None if args.all else args.name
+    store = SessionStore()
+    with_agent = args.agent is not None or args.acp is not None
     try:
-        gone = SessionStore().forget(None if args.all else args.name)
+        entries = store.entries() if with_agent else []
+        gone = store.forget(name)
     except (ValueError, OSError) as exc:
         return fail(str(exc))
+    if with_agent and gone:
+        failed = _delete_at_agent(
+            args, [e for e in entries if name in (None, e.get("name"))]
+        )
+        if failed is not None:
+            return failed
     if not gone and not args.all:
         return fail(f"no named session {args.name!r}", EXIT_USAGE)
     sys.stderr.write(f"forgot {gone} session{'s' if gone != 1 else ''}\n")

@@ -29,7 +29,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_sessions_lists_the_agents_own_beside_ours(tmp_path: Path) -> None:
     named = cli(tmp_path, "run", "--acp", FULL_AGENT, "--session", "fix", "title:Fix")
-    assert (named.returncode, named.stderr) == (0, "")
+    assert (named.returncode, named.stderr) == (0, "[title] Fix\n")
     other = cli(tmp_path, "run", "--acp", FULL_AGENT, "title:Other")
     assert other.returncode == 0
     shown = cli(tmp_path, "sessions", "--acp", FULL_AGENT)
@@ -58,3 +58,16 @@ def test_an_agent_without_session_list_is_said_so(tmp_path: Path) -> None:
     assert "does not list its sessions" in shown.stderr
     process = cli(tmp_path, "sessions", "--process", "true")
     assert process.returncode != 0 and "ACP agents only" in process.stderr
+
+
+def test_forgetting_with_the_agent_given_deletes_it_there_too(tmp_path: Path) -> None:
+    cli(tmp_path, "run", "--acp", FULL_AGENT, "--session", "fix", "title:Fix")
+    cli(tmp_path, "run", "--acp", FULL_AGENT, "title:Other")
+    forgot = cli(tmp_path, "sessions", "--acp", FULL_AGENT, "forget", "fix")
+    assert forgot.returncode == 0, forgot.stderr
+    assert "deleted 1 at the agent" in forgot.stderr
+    record = json.loads(
+        cli(tmp_path, "sessions", "--acp", FULL_AGENT, "list", "--json").stdout
+    )
+    assert record["named"] == []
+    assert [s["title"] for s in record["agent"]] == ["Other"]
