@@ -73,15 +73,18 @@ class AgentProcess:
         config: AcpBackendConfig,
         *,
         file_methods: Collection[str] = FILE_METHODS,
-        boolean_options: bool = True,
+        boolean_options: bool | None = None,
     ) -> None:
         self.config = config
         # The fs/* methods served (when config.fs): a proxy serves only those
         # its editor offers, and advertises no more (see _router).
         self.file_methods = frozenset(file_methods)
-        # Whether boolean config options are advertised: a proxy passes on
-        # what its editor advertised (it shows the options the agent sends).
-        self.boolean_options = boolean_options
+        # Whether boolean config options are advertised. By default, unless a
+        # delegate serves another client (serve --acp's editor), whose support
+        # is its own to state: a proxy passes on what its editor advertised.
+        self.boolean_options = (
+            config.delegate is None if boolean_options is None else boolean_options
+        )
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
         # The session's further roots, once the agent advertises them.
         self.additional_dirs: tuple[str, ...] = ()
