@@ -417,6 +417,7 @@ def _acp_backend(
     }
     if interactive and sys.stdin.isatty() and sys.stderr.isatty():
         acp["elicitation"] = ask_elicitation_on_terminal  # else: declined
+        acp["terminal_login"] = True  # a terminal auth method runs here
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})

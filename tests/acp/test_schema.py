@@ -163,6 +163,7 @@ async def test_every_frame_to_an_agent_offering_every_method_matches(
         config_options={"model": "m2", "fast": True},
         additional_directories=(str(tmp_path),),
         elicitation=lambda r: {"strategy": "safe"} if r.mode == "form" else None,
+        terminal_login=True,  # auth.terminal in initialize
     )
     with anyio.fail_after(WAIT):
         async with agent_for(config) as agent:

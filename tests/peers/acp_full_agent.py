@@ -4,8 +4,10 @@ on stdio, scripted by flags and prompt text.
 It advertises ``loadSession``, ``sessionCapabilities`` list, delete, close,
 resume and additionalDirectories, and ``auth.logout``; ``--bare`` advertises
 none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE);
-``--needs-login`` refuses session/new (-32000) until authenticate, and offers
-a terminal login method too.
+``--needs-login`` refuses session/new (-32000) until authenticate (or a
+terminal login marked ``ACP_LOGIN_MARK``), and offers a terminal login method
+(its args: ``--login``); with ``--at-prompt`` only session/prompt is refused
+(as claude-agent-acp does).
 Its sessions outlive the process in ``ACP_STORE`` (a JSON file), so a later
 process lists, loads and deletes them.
 Each session offers config options ``model`` (select) and ``fast`` (boolean, only
@@ -256,11 +258,28 @@ def prompt_turn(sid: str, text: str, state: dict, prompt_id: object) -> str:
     return "end_turn"
 
 
+def terminal_login() -> None:
+    """``--login`` (a terminal auth method's args): ask on the terminal, mark
+    the login in ``ACP_LOGIN_MARK`` and exit 0; exit 1 unless stdin is one."""
+    if not os.isatty(0):
+        sys.exit(1)
+    sys.stdout.write(f"login mode {os.environ.get('LOGIN_MODE')}; press Enter: ")
+    sys.stdout.flush()
+    sys.stdin.readline()
+    with open(os.environ["ACP_LOGIN_MARK"], "w") as f:
+        f.write("logged in\n")
+    sys.exit(0)
+
+
 def main() -> None:
     global client_caps
+    if "--login" in ARGS:
+        terminal_login()
     open_sessions: set[str] = set()
     counter = 0
-    logged_in = "--needs-login" not in ARGS
+    mark = os.environ.get("ACP_LOGIN_MARK")
+    needs = "--needs-login" in ARGS or "--at-prompt" in ARGS
+    logged_in = not needs or bool(mark and os.path.exists(mark))
     while True:
         msg = next_msg()
         if msg is None:
@@ -304,7 +323,7 @@ def main() -> None:
             logged_in = True
         elif method == "logout":
             logged_in = False
-        elif method == "session/new" and not logged_in:
+        elif method == "session/new" and not logged_in and "--at-prompt" not in ARGS:
             error = {"code": -32000, "message": "Authentication required"}
         elif method == "session/new":
             counter += 1

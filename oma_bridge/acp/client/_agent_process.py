@@ -252,7 +252,9 @@ class AgentProcess:
             "protocolVersion": m.PROTOCOL_VERSION,
             # Derived from the routing table: advertised is what is routed.
             "clientCapabilities": client_capabilities(
-                self.router, boolean_options=self.boolean_options
+                self.router,
+                boolean_options=self.boolean_options,
+                terminal_login=self.config.terminal_login,
             ),
             "clientInfo": {"name": "oma-bridge", "version": __version__},
         }
@@ -391,6 +393,81 @@ class AgentProcess:
         assert hook is not None
         while self.raw_updates:
             await hook(self.raw_updates.popleft())
+
+    async def log_in_on_terminal(self, method: dict[str, JSONValue]) -> int:
+        """Run the terminal login ``method`` (ACP, authentication: the agent's
+        own command and args, then the method's args, its env over ours) with
+        stdin, stdout and stderr on this process's terminal, and wait for it;
+        on exit 0, start the agent again (no session is open then).
+
+        Returns:
+            The login's exit code (negative: a signal).
+
+        Raises:
+            BackendStartError: stdin is no terminal, or the login cannot start.
+        """
+        config = self.config
+        try:
+            tty = os.ttyname(0)
+        except OSError:
+            raise BackendStartError(
+                config.command, reason="a terminal login needs stdin on a terminal"
+            ) from None
+        extra = method.get("env")
+        env = {
+            **self.env,
+            **{
+                k: v
+                for k, v in (extra.items() if isinstance(extra, dict) else ())
+                if isinstance(v, str)
+            },
+        }
+        args = method.get("args")
+        argv = [
+            resolve_executable(config.command, env.get("PATH"), self.cwd),
+            *config.args,
+            *(
+                a
+                for a in (args if isinstance(args, list) else [])
+                if isinstance(a, str)
+            ),
+        ]
+        # Its own session, the terminal as its stdio; the whole tree stopped
+        # when this is cancelled.
+        login = Child(argv, env=env, cwd=None, pipe_stdin=False, terminal=tty)
+        try:
+            await login.wait_exit()
+        finally:
+            status = await login.terminate(config.kill_grace)
+        if status == 0:
+            await self._relaunch()
+        return status
+
+    async def _relaunch(self) -> None:
+        """Stop the agent's child and start it again: a new connection,
+        ``initialize`` again, no session open."""
+        child = self.child
+        with anyio.CancelScope(shield=True):
+            if child is not None:
+                for fd in (child.stderr, child.pidfd):
+                    if fd >= 0:
+                        self.side.remove(fd)
+                if child.stdin >= 0:
+                    anyio.notify_closing(child.stdin)
+                if self.writer is not None:
+                    await self.writer.aclose()
+                child.close_stdin()
+                await child.terminate(self.config.kill_grace)
+                if self.reader is not None:
+                    await self.reader.aclose()
+                for fd in (child.stdout, child.stderr):
+                    if fd >= 0:
+                        anyio.notify_closing(fd)
+                child.close()
+        self.session = SessionState()
+        self.init, self.exit_seen = {}, False
+        self.tail = StderrTail(self.config.stderr_tail_bytes)
+        await self.start(open_session=False)
 
     async def keep_drained(self) -> None:
         """Service the side channels until cancelled (a sibling of a callback)."""

@@ -129,15 +129,10 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
         ) from None
     if offered[wanted].get("type") == "terminal":
         # ACP: a terminal method is never passed to authenticate; the client
-        # runs the agent's own login in a terminal, which this one does not.
-        raise auth_required(
-            agent,
-            exc,
-            tried=wanted,
-            problem=f"{wanted!r} is a terminal login: run "
-            f"{_terminal_login(agent, offered[wanted])} in a terminal yourself, "
-            "then try again",
-        ) from None
+        # runs the agent's own login in the user's terminal, then starts the
+        # agent again.
+        await _log_in_on_terminal(agent, exc, wanted, offered[wanted])
+        return
     assert agent.conn is not None
     agent.auth.pending = wanted
     try:
@@ -189,6 +184,30 @@ def timed_out(
     if wanted is None:
         return BackendTimeout(what, timeout=timeout)
     return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
+
+
+async def _log_in_on_terminal(
+    agent: AgentProcess, exc: RemoteError, wanted: str, method: dict[str, JSONValue]
+) -> None:
+    """The terminal login ``method``, when ``terminal_login`` allows it."""
+    if not agent.config.terminal_login:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"{wanted!r} is a terminal login: run "
+            f"{_terminal_login(agent, method)} in a terminal yourself, then try "
+            "again (or allow it: terminal_login=True)",
+        ) from None
+    status = await agent.log_in_on_terminal(method)
+    if status != 0:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"The terminal login {wanted!r} ended with exit status {status}",
+        ) from None
+    agent.auth.done = True  # the agent was started again: a second refusal raises
 
 
 def _terminal_login(agent: AgentProcess, method: Mapping[str, JSONValue]) -> str:

@@ -307,9 +307,10 @@ class AcpBackend:
     async def aclose(self) -> None:
         """Stop the agent: close its stdin, terminate and reap its process group.
 
-        With no run in flight, the open session is closed first (``session/close``,
-        where the agent offers it, within ``cancel_grace``). The backend is
-        closed for good: a run in flight in another task ends as aborted, runs queued behind it end with an aborted ``BackendStartError``,
+        With no run in flight, the open session is closed first
+        (``session/close``, where the agent offers it, within ``cancel_grace``).
+        The backend is closed for good: a run in flight in another task ends as
+        aborted, runs queued behind it end with an aborted ``BackendStartError``,
         and so does every later run. Shielded and bounded: it waits at most
         ``kill_grace + cancel_grace`` for the run in flight after SIGTERM,
         ``kill_grace`` more after SIGKILL, and ``cancel_grace`` for queued runs.

@@ -111,6 +111,13 @@ class AcpBackendConfig:
             ``session/resume`` when the agent advertises
             ``sessionCapabilities.additionalDirectories`` (and then admitted by
             the file sandbox too); otherwise not sent, with a warning.
+        terminal_login: Run a terminal login (an auth method of type
+            ``terminal``, chosen with ``auth_method``) on this process's
+            terminal: the agent's command and args, the method's args, its
+            env, with stdin, stdout and stderr on that terminal; on exit 0 the
+            agent is started again and the request retried. Advertised to the
+            agent (``auth.terminal``) only when True, which needs stdin to be a
+            terminal; the CLI sets it when stdin and stderr are one.
         auth_method: The ``authMethods`` id to log in with when the agent
             answers -32000 (authentication required) at ``session/new``,
             ``session/load`` or ``session/prompt``: ``authenticate`` is called
@@ -164,6 +171,7 @@ class AcpBackendConfig:
     on_frame: FrameObserver | None = None
     extra_roots: tuple[str, ...] = ()
     additional_directories: tuple[str, ...] = ()
+    terminal_login: bool = False
     auth_method: str | None = None
     startup_timeout: float = 60.0
     session_id: str | None = None

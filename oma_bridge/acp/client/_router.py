@@ -63,7 +63,7 @@ def client_router(side: AgentProcess) -> Router:
 
 
 def client_capabilities(
-    router: Router, *, boolean_options: bool = True
+    router: Router, *, boolean_options: bool = True, terminal_login: bool = False
 ) -> dict[str, JSONValue]:
     """The ``clientCapabilities`` of ``initialize``, derived from ``router``
     (and ``boolean_options``: boolean session config options are set and shown,
@@ -77,6 +77,8 @@ def client_capabilities(
     }
     if boolean_options:
         caps["session"] = {"configOptions": {"boolean": {}}}
+    if terminal_login:
+        caps["auth"] = {"terminal": True}
     if router.serves(m.ELICITATION_CREATE):
         # Both modes: each request is answered (by the policy, else declined).
         caps["elicitation"] = {"form": {}, "url": {}}
