@@ -117,7 +117,8 @@ class AcpBackendConfig:
             env, with stdin, stdout and stderr on that terminal; on exit 0 the
             agent is started again and the request retried. Advertised to the
             agent (``auth.terminal``) only when True, which needs stdin to be a
-            terminal; the CLI sets it when stdin and stderr are one.
+            terminal; the CLI sets it when stdin and stderr are one. Like every
+            start-up step, the login is bounded by ``startup_timeout``.
         auth_method: The ``authMethods`` id to log in with when the agent
             answers -32000 (authentication required) at ``session/new``,
             ``session/load`` or ``session/prompt``: ``authenticate`` is called
