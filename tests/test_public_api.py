@@ -194,6 +194,11 @@ def test_the_stream_event_union_names_every_event():
         "ToolCallUpdateEvent",
         "PlanEvent",
         "UsageEvent",
+        "UserMessageEvent",
+        "AvailableCommandsEvent",
+        "CurrentModeEvent",
+        "ConfigOptionsEvent",
+        "SessionInfoEvent",
         "DoneEvent",
         "ErrorEvent",
     ]

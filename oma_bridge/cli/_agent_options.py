@@ -14,9 +14,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
-    from ..acp import PermissionPolicy, PermissionRequest
+    from ..acp import ElicitationRequest, PermissionPolicy, PermissionRequest
     from ..bridge import AgentConfig, BackendConfig
     from ..presets import Preset
     from ..presets.config import NamedAgent
@@ -54,15 +54,20 @@ def positive_float(value: str) -> float:
     return number
 
 
-def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) -> None:
+def add_agent_options(
+    parser: argparse.ArgumentParser, *, prompt_options: bool, required: bool = True
+) -> None:
     """Declare the agent choice and its options on ``parser``.
 
     Args:
         prompt_options: Also declare ``--system-prompt`` (not for commands whose
             prompts come from elsewhere).
+        required: One agent must be chosen (else at most one may be).
     """
-    agent = parser.add_argument_group("agent (exactly one)")
-    which = agent.add_mutually_exclusive_group(required=True)
+    agent = parser.add_argument_group(
+        "agent (exactly one)" if required else "agent (at most one)"
+    )
+    which = agent.add_mutually_exclusive_group(required=required)
     which.add_argument(
         "--process",
         metavar='"CMD ARGS"',
@@ -141,6 +146,15 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         "--terminal",
         action="store_true",
         help="let the agent run commands in terminals (killed and reaped at the end)",
+    )
+    acp.add_argument(
+        "--add-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="another workspace root of the session besides --cwd (repeatable; "
+        "sent to agents that take additionalDirectories, skipped with a warning "
+        "otherwise; with --fs the agent may use its files too)",
     )
     acp.add_argument(
         "--auth-method",
@@ -286,6 +300,15 @@ def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> Backen
     return named.backend_config(**given)
 
 
+def _directory(path: str) -> str:
+    """An ``--add-dir`` as an absolute path; one that is no folder is refused."""
+    if not os.path.isdir(path):
+        raise ValueError(
+            f"--add-dir {path} is not a directory; give an existing folder"
+        )
+    return os.path.abspath(path)
+
+
 def _split(transport: str, command: str) -> list[str]:
     """``--process``/``--acp`` split like a shell would; a malformed one names its
     option."""
@@ -348,6 +371,7 @@ def _process_backend(
             ("--approve-all/--approve-reads/--deny-all", args.permission),
             ("--fs", args.fs),
             ("--terminal", args.terminal),
+            ("--add-dir", args.add_dir),
             ("--auth-method", args.auth_method),
             ("--mode", args.mode),
             ("--model", args.model),
@@ -389,13 +413,21 @@ def _acp_backend(
         "config_options": _pairs("--config", args.config)
         | ({"model": args.model} if args.model else {}),
         "mcp_servers": tuple(_mcp_server(spec) for spec in args.mcp_server),
+        "additional_directories": tuple(_directory(d) for d in args.add_dir),
     }
+    if interactive and sys.stdin.isatty() and sys.stderr.isatty():
+        acp["elicitation"] = ask_elicitation_on_terminal  # else: declined
+        acp["terminal_login"] = True  # a terminal auth method runs here
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})
         if args.permission is None and "permission" in configured:
             acp["permission"] = None
-        acp.update(fs=args.fs or None, terminal=args.terminal or None)
+        acp.update(
+            fs=args.fs or None,
+            terminal=args.terminal or None,
+            additional_directories=acp["additional_directories"] or None,
+        )
         return named_backend(named, acp)
     from ..acp import AcpBackendConfig
 
@@ -427,3 +459,74 @@ async def ask_on_terminal(request: PermissionRequest) -> bool | str:
     if answer.isdigit() and 1 <= int(answer) <= len(request.options):
         return str(request.options[int(answer) - 1].get("optionId"))
     return False
+
+
+async def ask_elicitation_on_terminal(request: ElicitationRequest) -> object:
+    """Show an elicitation on stderr and read the answer from stdin: a form
+    field by field, then the whole answer to confirm; a URL in full, to open
+    by hand. Enter (or an answer that does not fit) declines."""
+    import anyio
+
+    async def ask(text: str) -> str:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return str(await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+
+    sys.stderr.write(f"\nThe agent asks: {request.message or 'some information'}\n")
+    if request.mode == "url":
+        from urllib.parse import urlsplit
+
+        url = str(request.url)
+        sys.stderr.write(
+            f"It wants you to open {url}\n(host: {urlsplit(url).hostname})\n"
+        )
+        consent = await ask("Open it yourself; consent? [y/N] ")
+        return consent.lower() in ("y", "yes")
+    schema = request.requested_schema or {}
+    properties = schema.get("properties")
+    required = schema.get("required")
+    content: dict[str, object] = {}
+    for name, spec in (properties if isinstance(properties, dict) else {}).items():
+        spec = spec if isinstance(spec, dict) else {}
+        label = spec.get("title") or spec.get("description") or name
+        choices = spec.get("enum")
+        hint = f" ({'/'.join(map(str, choices))})" if isinstance(choices, list) else ""
+        text = await ask(f"  {label}{hint}: ")
+        if not text:
+            if isinstance(required, list) and name in required:
+                return False
+            continue
+        value = _field_value(text, spec)
+        if value is None:
+            sys.stderr.write(f"  {text!r} does not fit {name}; declined\n")
+            return False
+        content[name] = value
+    confirm = await ask(f"Send {content}? [y/N] ")
+    return content if confirm.lower() in ("y", "yes") else False
+
+
+def _field_value(text: str, spec: Mapping[str, object]) -> object:
+    """A typed field of an elicitation form, or None when ``text`` does not fit."""
+    kind = spec.get("type")
+    choices = spec.get("enum")
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+    except ValueError:
+        return None
+    if kind == "boolean":
+        return {
+            "y": True,
+            "yes": True,
+            "true": True,
+            "n": False,
+            "no": False,
+            "false": False,
+        }.get(text.lower())
+    if kind == "array":
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if isinstance(choices, list) and text not in choices:
+        return None
+    return text

@@ -68,8 +68,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="text",
         help="text: stream the reply (default); json: print one result object "
         "at the end; jsonl: one JSON object per event as it comes (text, thought, "
-        "tool_call, tool_call_update, plan, usage), then one done or error "
-        "object with the result and the exit status",
+        "tool_call, tool_call_update, plan, usage; from ACP agents also "
+        "user_message, available_commands, current_mode, config_options, "
+        "session_info), then one done or error object with the result and the "
+        "exit status",
     )
     run.add_argument(
         "--prompt-file",
@@ -168,6 +170,10 @@ def _show(event: StreamEvent) -> None:
         sys.stdout.flush()
     elif event.type in ("tool_call", "tool_call_update", "plan"):
         _show_activity(event)
+    elif event.type == "session_info" and event.title:
+        _note(f"[title] {event.title}")
+    elif event.type == "current_mode":
+        _note(f"[mode] {event.mode_id}")
     elif event.type in ("done", "error"):
         output = event.result.output
         if output and not output.endswith("\n") and sys.stdout.isatty():
@@ -191,6 +197,11 @@ def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> No
             for entry in event.entries
         ]
         line = "[plan] " + "  ".join(steps)
+    _note(line)
+
+
+def _note(line: str) -> None:
+    """One line of what the agent is doing, on stderr."""
     from .._os.redact import redact  # titles quote commands: keys among them
 
     sys.stderr.write(redact(line) + "\n")

@@ -7,7 +7,8 @@ session resume), --modes (session/new returns modes), --config (session/new
 returns config options: model model-1|model-2, grouped), --commands (after
 answering session/new, send an available_commands_update, as agents do),
 --stderr-noise N (write N KiB to stderr at start), --ignore-sigterm,
---init-delay SECONDS (answer initialize that much later: a slow start-up).
+--init-delay SECONDS (answer initialize that much later: a slow start-up),
+--mcp-http (advertise MCP servers over HTTP).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
@@ -531,6 +532,8 @@ def main() -> None:
                 caps["loadSession"] = True
             if "--resume" in ARGS:
                 caps["sessionCapabilities"] = {"resume": {}}
+            if "--mcp-http" in ARGS:
+                caps["mcpCapabilities"] = {"http": True}
             result = {
                 "protocolVersion": int(flag_value("--version", "1") or 1),
                 "agentCapabilities": caps,

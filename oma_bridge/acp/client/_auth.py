@@ -122,10 +122,17 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
             tried=wanted,
             problem=f"Logged in with {wanted!r}, yet the agent still requires a login",
         ) from None
-    if wanted not in [a.get("id") for a in agent.auth.methods]:
+    offered = {a.get("id"): a for a in agent.auth.methods}
+    if wanted not in offered:
         raise auth_required(
             agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
         ) from None
+    if offered[wanted].get("type") == "terminal":
+        # ACP: a terminal method is never passed to authenticate; the client
+        # runs the agent's own login in the user's terminal, then starts the
+        # agent again.
+        await _log_in_on_terminal(agent, exc, wanted, offered[wanted])
+        return
     assert agent.conn is not None
     agent.auth.pending = wanted
     try:
@@ -177,6 +184,52 @@ def timed_out(
     if wanted is None:
         return BackendTimeout(what, timeout=timeout)
     return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
+
+
+async def _log_in_on_terminal(
+    agent: AgentProcess, exc: RemoteError, wanted: str, method: dict[str, JSONValue]
+) -> None:
+    """The terminal login ``method``, when ``terminal_login`` allows it."""
+    if not agent.config.terminal_login:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"{wanted!r} is a terminal login: run "
+            f"{_terminal_login(agent, method)} in a terminal yourself, then try "
+            "again (or allow it: terminal_login=True)",
+        ) from None
+    status = await agent.log_in_on_terminal(method)
+    if status != 0:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"The terminal login {wanted!r} ended with exit status {status}",
+        ) from None
+    agent.auth.done = True  # the agent was started again: a second refusal raises
+
+
+def _terminal_login(agent: AgentProcess, method: Mapping[str, JSONValue]) -> str:
+    """The command line a terminal method runs (the agent's own command and
+    args, then the method's args; its env set first), redacted."""
+    import shlex
+
+    from ..._os.redact import redact
+
+    args = method.get("args")
+    env = method.get("env")
+    words = [
+        *(
+            f"{k}={v}"
+            for k, v in (env.items() if isinstance(env, dict) else ())
+            if isinstance(v, str)
+        ),
+        agent.config.command,
+        *agent.config.args,
+        *(a for a in (args if isinstance(args, list) else []) if isinstance(a, str)),
+    ]
+    return redact(shlex.join(words))
 
 
 def _screen_text(broken: ProtocolError) -> str:

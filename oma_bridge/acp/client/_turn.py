@@ -343,6 +343,11 @@ class AcpRun:
             session = self._session
             assert session is not None
             session.system_prompt_sent = self._system_sent_before  # it was refused
+            if not agent.session_id:  # a terminal login started the agent again
+                try:
+                    await agent.new_session()
+                except OmaBridgeError as error:
+                    return self._terminal(error)
             await self._prompt(agent)
             return await self._next_event()
         usage = self.turn.usage(reply)

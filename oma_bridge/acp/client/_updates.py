@@ -12,10 +12,15 @@ from typing import TYPE_CHECKING, NamedTuple, final
 
 from ...bridge import (
     AgentRefusal,
+    AvailableCommandsEvent,
+    ConfigOptionsEvent,
+    CurrentModeEvent,
     OmaBridgeError,
     ProtocolError,
+    SessionInfoEvent,
     TokenUsage,
     UsageEvent,
+    UserMessageEvent,
 )
 from ...bridge.accumulator import RunAccumulator, as_cost, as_count
 from ..rpc import preview
@@ -158,6 +163,40 @@ class TurnUpdates:
             content=update.get("content"),
         )
 
+    # -- the session's own state, as it changes -----------------------------------
+
+    def _on_user_message(self, update: dict[str, JSONValue]) -> None:
+        text = content_text(update.get("content"))
+        if text:
+            self._run.emit(UserMessageEvent(text))
+
+    def _on_commands(self, update: dict[str, JSONValue]) -> None:
+        self._run.emit(
+            AvailableCommandsEvent(_objects(update.get("availableCommands")))
+        )
+
+    def _on_mode(self, update: dict[str, JSONValue]) -> None:
+        mode = update.get("currentModeId")
+        if isinstance(mode, str):
+            self._run.emit(CurrentModeEvent(mode))
+
+    def _on_config_options(self, update: dict[str, JSONValue]) -> None:
+        self._run.emit(ConfigOptionsEvent(_objects(update.get("configOptions"))))
+
+    def _on_session_info(self, update: dict[str, JSONValue]) -> None:
+        meta = update.get("_meta")
+        self._run.emit(
+            SessionInfoEvent(
+                title=_opt_str(update.get("title")),
+                updated_at=_opt_str(update.get("updatedAt")),
+                meta=meta if isinstance(meta, dict) else None,
+            )
+        )
+
+
+def _objects(value: JSONValue) -> list[dict[str, JSONValue]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
 
 _HANDLERS: dict[str, Callable[[TurnUpdates, dict[str, JSONValue]], None]] = {
     "agent_message_chunk": TurnUpdates._on_message,
@@ -166,6 +205,11 @@ _HANDLERS: dict[str, Callable[[TurnUpdates, dict[str, JSONValue]], None]] = {
     "tool_call_update": TurnUpdates._on_tool_call_update,
     "plan": TurnUpdates._on_plan,
     "usage_update": TurnUpdates._on_usage,
+    "user_message_chunk": TurnUpdates._on_user_message,
+    "available_commands_update": TurnUpdates._on_commands,
+    "current_mode_update": TurnUpdates._on_mode,
+    "config_option_update": TurnUpdates._on_config_options,
+    "session_info_update": TurnUpdates._on_session_info,
 }
 
 

@@ -147,6 +147,10 @@ class Connection:
     def has_response(self, request_id: RequestId) -> bool:
         return self._pending.is_answered(request_id)
 
+    def outstanding(self) -> list[RequestId]:
+        """Our requests the peer has not answered yet, oldest first."""
+        return self._pending.waiting()
+
     async def wait_response(self, request_id: RequestId) -> JSONValue:
         """Pump (or wait for the task that pumps) until the response is in.
 

@@ -13,6 +13,7 @@ PROTOCOL_VERSION: Final = 1
 # Client -> agent.
 INITIALIZE: Final = "initialize"
 AUTHENTICATE: Final = "authenticate"
+LOGOUT: Final = "logout"
 SESSION_NEW: Final = "session/new"
 SESSION_LOAD: Final = "session/load"
 SESSION_RESUME: Final = "session/resume"
@@ -22,6 +23,8 @@ SESSION_SET_MODEL: Final = "session/set_model"  # unstable in ACP
 SESSION_PROMPT: Final = "session/prompt"
 SESSION_CANCEL: Final = "session/cancel"  # notification
 SESSION_CLOSE: Final = "session/close"
+SESSION_LIST: Final = "session/list"
+SESSION_DELETE: Final = "session/delete"
 
 # Agent -> client.
 SESSION_UPDATE: Final = "session/update"  # notification
@@ -33,6 +36,8 @@ TERMINAL_OUTPUT: Final = "terminal/output"
 TERMINAL_WAIT_FOR_EXIT: Final = "terminal/wait_for_exit"
 TERMINAL_KILL: Final = "terminal/kill"
 TERMINAL_RELEASE: Final = "terminal/release"
+ELICITATION_CREATE: Final = "elicitation/create"
+ELICITATION_COMPLETE: Final = "elicitation/complete"  # notification
 
 # Either direction (JSON-RPC level, ACP "cancellation").
 CANCEL_REQUEST: Final = "$/cancel_request"  # notification

@@ -148,6 +148,8 @@ async def test_initialize_advertises_only_served_capabilities(tmp_path) -> None:
     assert init["params"]["clientCapabilities"] == {
         "fs": {"readTextFile": False, "writeTextFile": False},
         "terminal": False,
+        "session": {"configOptions": {"boolean": {}}},
+        "elicitation": {"form": {}, "url": {}},
     }
     new = frames(log)[1]
     assert new["method"] == "session/new"

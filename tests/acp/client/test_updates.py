@@ -8,8 +8,12 @@ import pytest
 
 from oma_bridge import (
     AgentRefusal,
+    AvailableCommandsEvent,
+    ConfigOptionsEvent,
+    CurrentModeEvent,
     PlanEvent,
     ProtocolError,
+    SessionInfoEvent,
     TextEvent,
     ThoughtEvent,
     TokenUsage,
@@ -17,6 +21,7 @@ from oma_bridge import (
     ToolCallRecord,
     ToolCallUpdateEvent,
     UsageEvent,
+    UserMessageEvent,
 )
 from oma_bridge.acp.client._updates import TurnUpdates, content_text, turn_end
 
@@ -136,17 +141,45 @@ def test_a_reading_below_the_base_never_counts_negative() -> None:
     assert turn.usage() == TokenUsage(0, 0, None)
 
 
-def test_unknown_and_event_less_kinds_are_ignored() -> None:
+def test_unknown_and_empty_updates_are_ignored() -> None:
     turn = fed(
-        {"sessionUpdate": "available_commands_update", "availableCommands": []},
-        {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text"}},
+        {"sessionUpdate": "current_mode_update", "currentModeId": 5},
+        {"sessionUpdate": "compaction_update"},  # unstable: no event
         {"sessionUpdate": 5},
         {},
     )
     assert not turn.events
     assert turn.output == ""
     assert turn.tool_calls == ()
+
+
+def test_the_sessions_own_updates_become_typed_events() -> None:
+    commands = [{"name": "web", "description": "Search", "input": {"hint": "q"}}]
+    options = [{"id": "fast", "name": "Fast", "type": "boolean", "currentValue": True}]
+    turn = fed(
+        {
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": "q"},
+        },
+        {"sessionUpdate": "available_commands_update", "availableCommands": commands},
+        {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
+        {"sessionUpdate": "config_option_update", "configOptions": [*options, 7]},
+        {
+            "sessionUpdate": "session_info_update",
+            "title": "Fix it",
+            "updatedAt": "2026-01-02T03:04:05Z",
+            "_meta": {"k": 1},
+        },
+    )
+    assert list(turn.events) == [
+        UserMessageEvent("q"),
+        AvailableCommandsEvent(commands),
+        CurrentModeEvent("code"),
+        ConfigOptionsEvent(options),
+        SessionInfoEvent("Fix it", "2026-01-02T03:04:05Z", {"k": 1}),
+    ]
+    assert turn.output == ""  # none of them is reply text
 
 
 @pytest.mark.parametrize(
