@@ -78,6 +78,28 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A wrong choice (a command, a format) names the closest ones first:
+        ``invalid choice: 'rn'; did you mean 'run'? (choose from ...)``."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        import difflib
+
+        names = [str(choice) for choice in choices]
+        close = difflib.get_close_matches(str(value), names, n=3)
+        quoted = [repr(name) for name in close]
+        either = (
+            ", ".join(quoted[:-1]) + " or " * (len(quoted) > 1) + quoted[-1:][0]
+            if quoted
+            else ""
+        )
+        hint = f"; did you mean {either}?" if close else ""
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{hint} (choose from {', '.join(names)})",
+        )
+
 
 def _build_parser() -> tuple[
     argparse.ArgumentParser, dict[str, argparse.ArgumentParser]

@@ -207,8 +207,8 @@ depends_on = ["draft"]
     [
         (
             'agent = "nope"',
-            "tasks.toml: agents.w.agent: unknown agent 'nope'; known agents: "
-            "stream, echo, claude, codex",
+            "tasks.toml: agents.w.agent: unknown agent 'nope' (`oma-bridge agents` "
+            "lists all",
         ),
         (
             'agent = "echo"\npermission = "reject"',
