@@ -1,0 +1,45 @@
+"""The mistakes a new user makes in the first hour, each answered as users of
+`llm`, `gh` or `uv` expect: driven as a user would, a real CLI process."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_batch_output_dash_writes_results_to_stdout_and_the_summary_to_stderr(
+    tmp_path: Path,
+) -> None:
+    done = oma_bridge_cli(
+        "batch", "-", "--process", "cat", "--output", "-", cwd=tmp_path, input="a\nb\n"
+    )
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert sorted((r["id"], r["output"]) for r in results) == [(1, "a"), (2, "b")]
+    assert "2 succeeded" in done.stderr and "stdout" in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
+
+
+def test_batch_resume_of_stdout_is_refused_in_one_line(tmp_path: Path) -> None:
+    done = oma_bridge_cli(
+        "batch",
+        "-",
+        "--process",
+        "cat",
+        "-o",
+        "-",
+        "--resume",
+        cwd=tmp_path,
+        input="a\n",
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "oma-bridge: --resume needs --output FILE: results on stdout (-) cannot "
+        "be continued\n"
+    )
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []
