@@ -81,19 +81,29 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prompt",
         metavar="PROMPT",
         nargs="?",
-        help="the prompt text, or - to read it from stdin",
+        help="the prompt text, or - to read it from stdin (not needed with "
+        "--input none)",
     )
     run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    if (args.prompt is None) == (args.prompt_file is None):
+    if args.prompt is not None and args.prompt_file is not None:
         args.parser.error("give the prompt as PROMPT or as --prompt-file PATH (one)")
     source = args.prompt_file
     from_stdin = args.prompt == "-" or source == "-"
     try:
         config = agent_config(args, interactive=not from_stdin)
-        prompt = _prompt(args.prompt, source)
+        if args.prompt is None and source is None:
+            # An agent that is sent no prompt (--input none) needs none.
+            if getattr(config.backend, "input", None) != "none":
+                args.parser.error(
+                    "give the prompt as PROMPT or as --prompt-file PATH (or "
+                    "--input none: a process agent sent no prompt)"
+                )
+            prompt = ""
+        else:
+            prompt = _prompt(args.prompt, source)
         session = None
         if args.session is not None:  # the sessions file is read only for one
             from ._sessions import session_key

@@ -43,3 +43,17 @@ def test_batch_resume_of_stdout_is_refused_in_one_line(tmp_path: Path) -> None:
         "be continued\n"
     )
     assert done.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_input_none_needs_no_prompt() -> None:
+    done = oma_bridge_cli("run", "--process", "echo ready", "--input", "none")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ready\n", "")
+
+
+def test_without_a_prompt_the_error_names_input_none() -> None:
+    done = oma_bridge_cli("run", "--process", "cat")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "oma-bridge run: error: give the prompt as PROMPT or as --prompt-file PATH "
+        "(or --input none: a process agent sent no prompt)"
+    )
