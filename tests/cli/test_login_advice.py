@@ -1,0 +1,114 @@
+"""What the CLI tells a user whose agent wants a login: the method to choose,
+and the variable it reads with the `--env NAME=...` that sets it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from oma_bridge import AuthRequiredError
+from oma_bridge.bridge.errors import method_variables
+from tests.conftest import peer_command
+from tests.fresh_python import oma_bridge_cli
+
+LOGIN_AGENT = peer_command("acp_login_agent.py")
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    base = {k: v for k, v in os.environ.items() if k != "LOGIN_AGENT_KEY"}
+    done = oma_bridge_cli(
+        "run", "--acp", LOGIN_AGENT, *args, "hi", env={**base, **(env or {})}
+    )
+    return done.returncode, done.stderr
+
+
+def test_without_a_method_the_advice_names_the_variable_and_the_env_option() -> None:
+    status, stderr = run()
+    assert status == 1
+    assert stderr.count("\n") == 1
+    assert (
+        "Choose one with --auth-method ID (with an API key: --auth-method key "
+        "--env LOGIN_AGENT_KEY=...), or log in with its own command first." in stderr
+    )
+
+
+def test_a_key_method_without_its_variable_says_to_set_it() -> None:
+    status, stderr = run("--auth-method", "key")
+    assert status == 1
+    assert stderr.startswith("oma-bridge: authenticate: the agent ")
+    assert stderr.endswith(
+        "Logging in with 'key' failed. 'key' reads LOGIN_AGENT_KEY, which is not "
+        "set in the agent's environment: set it (--env LOGIN_AGENT_KEY=...), choose "
+        "another method with --auth-method ID, or log in with its own command "
+        "first.\n"
+    )
+
+
+def test_the_advised_env_option_logs_in() -> None:
+    done = oma_bridge_cli(
+        "run", "--acp", LOGIN_AGENT, "--auth-method", "key",
+        "--env", "LOGIN_AGENT_KEY=k-123", "hi",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "hello hi"), done.stderr
+
+
+def test_a_set_variable_the_agent_still_refuses_is_said_to_be_set() -> None:
+    error = AuthRequiredError(
+        "authenticate", command="a", rpc_code=-32000, message="Authentication failed",
+        auth_methods=[{"id": "key", "type": "env_var", "vars": [{"name": "K_KEY"}]}],
+        tried="key", problem="Logging in with 'key' failed", unset_env=[],
+    )  # fmt: skip
+    assert "'key' reads K_KEY (set in the agent's environment: check its value)" in (
+        error.describe(option="--auth-method ")
+    )
+
+
+def test_python_callers_are_told_env_and_batch_results_the_cli_form() -> None:
+    methods = [
+        {"id": "browser", "name": "Log in with a browser"},
+        {"id": "gemini-api-key", "name": "Gemini API key"},
+    ]
+    error = AuthRequiredError(
+        "session/new", command="gemini", rpc_code=-32000, message="Auth",
+        auth_methods=methods,
+    )  # fmt: skip
+    assert (
+        "(with an API key: auth_method='gemini-api-key', "
+        "env={'GEMINI_API_KEY': '...'})" in str(error)
+    )
+    cli = AuthRequiredError.reworded(str(error), option="--auth-method ")
+    assert cli == error.describe(option="--auth-method ")
+    assert "--auth-method gemini-api-key --env GEMINI_API_KEY=..." in cli
+
+
+@pytest.mark.parametrize(
+    ("method", "names"),
+    [
+        ({"id": "k", "type": "env_var", "vars": [{"name": "A_KEY"}, {"name": "B"}]},
+         ["A_KEY", "B"]),
+        ({"id": "codex-api-key", "name": "Use CODEX_API_KEY",
+          "description": "Requires setting the `CODEX_API_KEY` environment variable."},
+         ["CODEX_API_KEY"]),
+        ({"id": "gemini-api-key", "name": "Gemini API key"}, ["GEMINI_API_KEY"]),
+        ({"id": "oauth-personal", "name": "Log in with Google"}, []),
+        ({"id": "vertex-ai", "description": "Use an API key with Vertex AI"}, []),
+    ],
+)  # fmt: skip
+def test_the_variables_a_method_names(method: dict, names: list[str]) -> None:
+    assert method_variables(method) == names
+
+
+def test_a_batch_result_gives_the_advice_in_cli_terms(tmp_path) -> None:
+    base = {k: v for k, v in os.environ.items() if k != "LOGIN_AGENT_KEY"}
+    out = tmp_path / "out.jsonl"
+    done = oma_bridge_cli(
+        "batch", "-", "--acp", LOGIN_AGENT, "--auth-method", "key", "-o", str(out),
+        input="a\n", env=base,
+    )  # fmt: skip
+    assert done.returncode == 1
+    [result] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "set it (--env LOGIN_AGENT_KEY=...)" in result["error_message"]
+    assert "auth_method=" not in result["error_message"] + done.stderr
+    assert "env={" not in result["error_message"] + done.stderr
