@@ -11,6 +11,7 @@ from ..bridge import (
     BackendStartError,
     BackendTimeout,
     OmaBridgeError,
+    RootRefusedError,
 )
 from ._agent_options import (
     add_agent_options,
@@ -19,6 +20,7 @@ from ._agent_options import (
     install_hint,
 )
 from ._main import (
+    EXIT_CANNOT_RUN,
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -132,7 +134,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.format == "json":
         _write_json(_result_json(result))
-    return _exit_status(result, args.agent)
+    return _exit_status(result, args.agent, getattr(config.backend, "env", None))
 
 
 def _prompt(prompt: str | None, source: str | None) -> str:
@@ -271,20 +273,49 @@ def _status(result: AgentRunResult) -> int:
         return EXIT_OK
     if isinstance(result.error, BackendTimeout):
         return EXIT_TIMEOUT
+    if isinstance(_refusal(result.error), RootRefusedError):
+        return EXIT_CANNOT_RUN
     if isinstance(result.error, BackendStartError):
         return EXIT_NOT_FOUND
     return EXIT_FAILED
 
 
-def _exit_status(result: AgentRunResult, agent: str | None = None) -> int:
+def _refusal(
+    error: OmaBridgeError | None, env: Mapping[str, str] | None = None
+) -> OmaBridgeError | None:
+    """``error``; a process agent that exited refusing root (Claude Code run
+    with --dangerously-skip-permissions) as the ``RootRefusedError`` an ACP
+    agent's refusal is, so both get the same advice and exit status. ``env``:
+    what the agent's environment adds to ours."""
+    if isinstance(error, BackendExitError) and (
+        RootRefusedError.REFUSAL in error.stderr_tail
+    ):
+        import os
+
+        sandbox = {**os.environ, **(env or {})}.get("IS_SANDBOX")
+        said = next(
+            line.strip()
+            for line in error.stderr_tail.splitlines()
+            if RootRefusedError.REFUSAL in line
+        )
+        return RootRefusedError(error.command, sandbox=sandbox, said=said)
+    return error
+
+
+def _exit_status(
+    result: AgentRunResult,
+    agent: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     """The exit status; a failure also gets its one line on stderr (for a
-    named ``agent`` that is not installed, where to get it)."""
+    named ``agent`` that is not installed, where to get it). ``env``: what the
+    agent's environment adds to ours."""
     status = _status(result)
     if status == EXIT_OK:
         return status
-    error = result.error
+    error = _refusal(result.error, env)
     message = error_message(error) if error is not None else "the agent failed"
-    if isinstance(error, BackendStartError) and agent is not None:
+    if status == EXIT_NOT_FOUND and isinstance(error, BackendStartError) and agent:
         message += install_hint(agent, error.command)
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
+from typing import TYPE_CHECKING
 
 import pytest
 
 from oma_bridge import AuthRequiredError
 from oma_bridge.bridge.errors import method_variables
-from tests.conftest import peer_command
+from tests.conftest import PEERS, peer_command
 from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LOGIN_AGENT = peer_command("acp_login_agent.py")
 
@@ -112,3 +118,75 @@ def test_a_batch_result_gives_the_advice_in_cli_terms(tmp_path) -> None:
     assert "set it (--env LOGIN_AGENT_KEY=...)" in result["error_message"]
     assert "auth_method=" not in result["error_message"] + done.stderr
     assert "env={" not in result["error_message"] + done.stderr
+
+
+# -- claude refusing root -------------------------------------------------------
+
+as_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="claude-agent-acp refuses root only",
+)
+ROOT_ADVICE = (
+    "it refuses to run as root: set IS_SANDBOX=1 in its environment (IS_SANDBOX "
+    "is 'yes' here), with --env IS_SANDBOX=1 on the command line or "
+    "env={'IS_SANDBOX': '1'} in Python, or run it as a user other than root"
+)
+
+
+def claude_agent_acp(folder: Path) -> Path:
+    """A stand-in claude-agent-acp that fails session/new as the real one does
+    as root without IS_SANDBOX=1 (-32603, "Query closed before response
+    received"), whatever IS_SANDBOX says: the advice is ours to give."""
+    stand_in = folder / "claude-agent-acp"
+    stand_in.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\n"
+        f"sys.argv[0] = {str(PEERS / 'acp_login_agent.py')!r}\n"
+        "sys.argv[1:] = ['--internal', 'Query closed before response received']\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    stand_in.chmod(0o755)
+    return stand_in
+
+
+@as_root
+def test_claude_agent_acp_refusing_root_gets_its_own_message_and_status(
+    tmp_path: Path,
+) -> None:
+    claude_agent_acp(tmp_path)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = oma_bridge_cli(
+        "run", "--agent", "claude-acp", "--env", "IS_SANDBOX=yes", "hi", env=env
+    )
+    assert done.returncode == 126
+    assert done.stderr == (
+        f"oma-bridge: Cannot start 'claude-agent-acp': {ROOT_ADVICE} (it said: "
+        "Query closed before response received).\n"
+    )
+    assert "install it on PATH" not in done.stderr  # it is installed
+    out = tmp_path / "out.jsonl"
+    batch = oma_bridge_cli(
+        "batch", "-", "--agent", "claude-acp", "--env", "IS_SANDBOX=yes",
+        "-o", str(out), input="a\nb\n", env=env,
+    )  # fmt: skip
+    assert batch.returncode == 1
+    assert "ROOT_REFUSED" in batch.stderr and "install it" not in batch.stderr
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["error_kind"] == "ROOT_REFUSED"
+    assert ROOT_ADVICE in first["error_message"]
+
+
+def test_claude_refusing_root_as_a_process_agent_gets_the_same_advice() -> None:
+    refusal = (
+        "--dangerously-skip-permissions cannot be used with root/sudo privileges "
+        "for security reasons"
+    )
+    script = f"import sys; sys.stderr.write({refusal!r} + '\\n'); sys.exit(1)"
+    done = oma_bridge_cli(
+        "run", "--process", f"{sys.executable} -c {shlex.quote(script)}",
+        "--env", "IS_SANDBOX=yes", "hi",
+    )  # fmt: skip
+    assert done.returncode == 126
+    assert done.stderr == (
+        f"oma-bridge: Cannot start {sys.executable!r}: {ROOT_ADVICE} (it said: "
+        f"{refusal}).\n"
+    )
