@@ -421,9 +421,12 @@ async def ask_on_terminal(request: PermissionRequest) -> bool | str:
     for number, option in enumerate(request.options, 1):
         lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
     lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
-    sys.stderr.write("\n".join(lines))
-    sys.stderr.flush()
-    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+    from ._waiting import paused  # run's status line stays away meanwhile
+
+    with paused():
+        sys.stderr.write("\n".join(lines))
+        sys.stderr.flush()
+        answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
     if answer.isdigit() and 1 <= int(answer) <= len(request.options):
         return str(request.options[int(answer) - 1].get("optionId"))
     return False

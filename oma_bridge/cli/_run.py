@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -33,9 +34,10 @@ from ._signals import Termination
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ..bridge import (
+        AgentConfig,
         AgentRunResult,
         JSONValue,
         PlanEvent,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         ToolCallEvent,
         ToolCallUpdateEvent,
     )
+    from ._waiting import Waiting
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,10 +116,21 @@ def run_command(args: argparse.Namespace) -> int:
             session = session_key(args.session, config)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
-    show = {"text": _show, "json": None, "jsonl": _show_jsonl}[args.format]
+    show: Callable[[StreamEvent], None] | None = {
+        "text": _show,
+        "json": None,
+        "jsonl": _show_jsonl,
+    }[args.format]
+    waiting: Waiting | contextlib.nullcontext[None] = contextlib.nullcontext()
+    if sys.stderr.isatty():  # a line saying what a silent run waits for
+        from ._waiting import Waiting
+
+        waiting = Waiting(sys.stderr.fileno(), shared=sys.stdout.isatty())
+        show = waiting.wrap(show, args.format)
+        config = _observed(config, waiting)
     termination = Termination()
     try:
-        with termination.forwarded():
+        with termination.forwarded(), waiting:
             # The process backend runs without an event loop here: a one-shot
             # CLI start then pays for no event loop at all.
             if session is None:
@@ -135,6 +149,22 @@ def run_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         _write_json(_result_json(result))
     return _exit_status(result, args.agent, getattr(config.backend, "env", None))
+
+
+def _observed(config: AgentConfig, waiting: Waiting) -> AgentConfig:
+    """``config`` with an ACP agent's frames shown to ``waiting`` (what the
+    run waits for: the agent to start, the login, the session, the reply)."""
+    import dataclasses
+
+    backend = config.backend
+    if "on_frame" not in getattr(type(backend), "__dataclass_fields__", {}):
+        return config  # not an ACP agent (whose package a process run never loads)
+    from ..acp import AcpBackendConfig
+
+    if not isinstance(backend, AcpBackendConfig) or backend.on_frame is not None:
+        return config  # a process agent, or one that observes frames itself
+    observed = dataclasses.replace(backend, on_frame=waiting.on_frame)
+    return dataclasses.replace(config, backend=observed)
 
 
 def _prompt(prompt: str | None, source: str | None) -> str:
