@@ -87,21 +87,26 @@ class _Parser(argparse.ArgumentParser):
         choices = action.choices
         if choices is None or value in choices:
             return
-        import difflib
-
         names = [str(choice) for choice in choices]
-        close = difflib.get_close_matches(str(value), names, n=3)
-        quoted = [repr(name) for name in close]
-        either = (
-            ", ".join(quoted[:-1]) + " or " * (len(quoted) > 1) + quoted[-1:][0]
-            if quoted
-            else ""
-        )
-        hint = f"; did you mean {either}?" if close else ""
         raise argparse.ArgumentError(
             action,
-            f"invalid choice: {value!r}{hint} (choose from {', '.join(names)})",
+            f"invalid choice: {value!r}{did_you_mean(str(value), names)} "
+            f"(choose from {', '.join(names)})",
         )
+
+
+def did_you_mean(word: str, names: Sequence[str]) -> str:
+    """``"; did you mean 'a', 'b' or 'c'?"`` naming the closest few of
+    ``names`` (difflib), or "" when none is close."""
+    import difflib
+
+    close = [repr(name) for name in difflib.get_close_matches(word, names, n=3)]
+    if not close:
+        return ""
+    either = " or ".join(
+        [", ".join(close[:-1]), close[-1]] if len(close) > 1 else close
+    )
+    return f"; did you mean {either}?"
 
 
 def _build_parser() -> tuple[
