@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from ..acp import PermissionPolicy, PermissionRequest
     from ..bridge import AgentConfig, BackendConfig
@@ -269,6 +269,38 @@ def install_hint(name: str, command: str | None) -> str:
     return (
         f" Agent {name!r} runs {known.command!r}: install it on PATH{docs}; "
         "`oma-bridge agents` shows which agents are installed."
+    )
+
+
+#: Words in a failure that say it is about a login (lower case).
+_LOGIN_WORDS = ("log in", "login", "logged in", "authenticat", "api key", "api_key")
+
+
+def login_hint(name: str, said: str, env: Mapping[str, str] | None) -> str:
+    """What to add when ``--agent NAME`` failed saying something about a login
+    (``said``) while none of the variables it takes credentials from is set in
+    its environment (ours with ``env`` over it): which they are, and the
+    ``--env`` that sets one."""
+    from ..presets.config import NamedAgent
+
+    if not any(word in said.lower() for word in _LOGIN_WORDS):
+        return ""
+    try:
+        named, _, _ = lookup_named(name)
+    except ValueError:
+        return ""
+    known = named.preset if isinstance(named, NamedAgent) else named
+    merged = {**os.environ, **(env or {})}
+    if not known.credentials or any(merged.get(v) for v in known.credentials):
+        return ""
+    own = ""
+    if known.login_check and "log in with its own command" not in said:
+        own = f", or log in with `{known.login_check[0]}`"
+    stop = "" if said.rstrip().endswith((".", "!", "?")) else "."
+    return (
+        f"{stop} Agent {name!r} takes its credentials from "
+        f"{' or '.join(known.credentials)}, and none is set: set one "
+        f"(--env {known.credentials[0]}=...){own}."
     )
 
 

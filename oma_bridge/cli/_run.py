@@ -19,6 +19,7 @@ from ._agent_options import (
     agent_config,
     error_message,
     install_hint,
+    login_hint,
 )
 from ._main import (
     EXIT_CANNOT_RUN,
@@ -338,8 +339,9 @@ def _exit_status(
     env: Mapping[str, str] | None = None,
 ) -> int:
     """The exit status; a failure also gets its one line on stderr (for a
-    named ``agent`` that is not installed, where to get it). ``env``: what the
-    agent's environment adds to ours."""
+    named ``agent`` that is not installed, where to get it; for one that wants
+    a login, the variables it reads). ``env``: what the agent's environment
+    adds to ours."""
     status = _status(result)
     if status == EXIT_OK:
         return status
@@ -350,4 +352,7 @@ def _exit_status(
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]
         message = f"{message.splitlines()[0]} Last stderr line: {last}"
-    return fail(message, status)
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    if status == EXIT_FAILED and agent and "--env " not in first:
+        first += login_hint(agent, first, env)
+    return fail(first, status)

@@ -190,3 +190,29 @@ def test_claude_refusing_root_as_a_process_agent_gets_the_same_advice() -> None:
         f"oma-bridge: Cannot start {sys.executable!r}: {ROOT_ADVICE} (it said: "
         f"{refusal}).\n"
     )
+
+
+def test_a_named_process_agent_wanting_a_login_is_told_its_variables(
+    tmp_path: Path,
+) -> None:
+    stand_in = tmp_path / "copilot"  # the copilot preset's program, logged out
+    stand_in.write_text(
+        "#!/bin/sh\necho 'Error: No authentication found' >&2\nexit 1\n"
+    )
+    stand_in.chmod(0o755)
+    tokens = ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
+    base = {k: v for k, v in os.environ.items() if k not in tokens}
+    env = {**base, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = oma_bridge_cli("run", "--agent", "copilot", "hi", env=env)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "oma-bridge: 'copilot' exited with code 1. Last stderr line: Error: No "
+        "authentication found. Agent 'copilot' takes its credentials from "
+        "COPILOT_GITHUB_TOKEN or GH_TOKEN or GITHUB_TOKEN, and none is set: set "
+        "one (--env COPILOT_GITHUB_TOKEN=...).\n"
+    )
+    given = oma_bridge_cli(
+        "run", "--agent", "copilot", "--env", "GH_TOKEN=x", "hi", env=env
+    )
+    assert given.returncode == 1
+    assert "takes its credentials" not in given.stderr  # one is set: no advice
