@@ -116,7 +116,8 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         "--timeout",
         metavar="S",
         type=positive_float,
-        help="stop a run (the agent's whole process tree) after S seconds",
+        help="stop a run (the agent's whole process tree) after S seconds; for "
+        "an ACP agent, S bounds its start-up and login, then S its turn",
     )
     acp = parser.add_argument_group("ACP agents", ACP_HELP)
     policy = acp.add_mutually_exclusive_group()
@@ -175,6 +176,10 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         '"https://...", "headers": []}\'',
     )
 
+
+#: AcpBackendConfig's own startup_timeout (the agent's spawn, initialize and
+#: session), read here without importing the ACP package.
+_STARTUP_TIMEOUT = 60.0
 
 #: How a CLI user chooses an ACP login method (``AuthRequiredError.describe``).
 _AUTH_OPTION = "--auth-method "
@@ -422,6 +427,11 @@ def _acp_backend(
         | ({"model": args.model} if args.model else {}),
         "mcp_servers": tuple(_mcp_server(spec) for spec in args.mcp_server),
     }
+    if args.timeout is not None:
+        # --timeout bounds the start-up and login too, not only the turn: a
+        # login that waits for a browser must not hold `--timeout 5` for 60 s.
+        configured = getattr(named, "options", {}).get("startup_timeout")
+        acp["startup_timeout"] = min(args.timeout, configured or _STARTUP_TIMEOUT)
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})
