@@ -46,8 +46,10 @@ def test_a_preset_in_hand_makes_the_config_its_name_makes() -> None:
         PRESETS["codex"].backend_config(no_such_option=1)
 
 
-def test_unknown_preset_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="known agents: claude"):
+def test_unknown_preset_names_the_closest_ones() -> None:
+    with pytest.raises(ValueError, match="did you mean 'claude', 'claude-acp' or "):
+        preset("claud")
+    with pytest.raises(ValueError, match=r"^unknown agent 'nope' \(`oma-bridge"):
         preset("nope")
 
 

@@ -31,6 +31,7 @@ from .errors import (
     OmaBridgeError,
     ProtocolError,
     RemoteError,
+    RootRefusedError,
     UnsupportedContentBlockError,
 )
 from .events import (
@@ -95,6 +96,7 @@ __all__ = (
     "ProtocolError",
     "RebasableConfig",
     "RemoteError",
+    "RootRefusedError",
     "RunRequest",
     "RunStream",
     "SessionBackend",

@@ -121,7 +121,8 @@ def add_agent_options(
         "--timeout",
         metavar="S",
         type=positive_float,
-        help="stop a run (the agent's whole process tree) after S seconds",
+        help="stop a run (the agent's whole process tree) after S seconds; for "
+        "an ACP agent, S bounds its start-up and login, then S its turn",
     )
     acp = parser.add_argument_group("ACP agents", ACP_HELP)
     policy = acp.add_mutually_exclusive_group()
@@ -189,6 +190,10 @@ def add_agent_options(
         '"https://...", "headers": []}\'',
     )
 
+
+#: AcpBackendConfig's own startup_timeout (the agent's spawn, initialize and
+#: session), read here without importing the ACP package.
+_STARTUP_TIMEOUT = 60.0
 
 #: How a CLI user chooses an ACP login method (``AuthRequiredError.describe``).
 _AUTH_OPTION = "--auth-method "
@@ -283,6 +288,38 @@ def install_hint(name: str, command: str | None) -> str:
     return (
         f" Agent {name!r} runs {known.command!r}: install it on PATH{docs}; "
         "`oma-bridge agents` shows which agents are installed."
+    )
+
+
+#: Words in a failure that say it is about a login (lower case).
+_LOGIN_WORDS = ("log in", "login", "logged in", "authenticat", "api key", "api_key")
+
+
+def login_hint(name: str, said: str, env: Mapping[str, str] | None) -> str:
+    """What to add when ``--agent NAME`` failed saying something about a login
+    (``said``) while none of the variables it takes credentials from is set in
+    its environment (ours with ``env`` over it): which they are, and the
+    ``--env`` that sets one."""
+    from ..presets.config import NamedAgent
+
+    if not any(word in said.lower() for word in _LOGIN_WORDS):
+        return ""
+    try:
+        named, _, _ = lookup_named(name)
+    except ValueError:
+        return ""
+    known = named.preset if isinstance(named, NamedAgent) else named
+    merged = {**os.environ, **(env or {})}
+    if not known.credentials or any(merged.get(v) for v in known.credentials):
+        return ""
+    own = ""
+    if known.login_check and "log in with its own command" not in said:
+        own = f", or log in with `{known.login_check[0]}`"
+    stop = "" if said.rstrip().endswith((".", "!", "?")) else "."
+    return (
+        f"{stop} Agent {name!r} takes its credentials from "
+        f"{' or '.join(known.credentials)}, and none is set: set one "
+        f"(--env {known.credentials[0]}=...){own}."
     )
 
 
@@ -418,6 +455,11 @@ def _acp_backend(
     if interactive and sys.stdin.isatty() and sys.stderr.isatty():
         acp["elicitation"] = ask_elicitation_on_terminal  # else: declined
         acp["terminal_login"] = True  # a terminal auth method runs here
+    if args.timeout is not None:
+        # --timeout bounds the start-up and login too, not only the turn: a
+        # login that waits for a browser must not hold `--timeout 5` for 60 s.
+        configured = getattr(named, "options", {}).get("startup_timeout")
+        acp["startup_timeout"] = min(args.timeout, configured or _STARTUP_TIMEOUT)
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})
@@ -453,9 +495,12 @@ async def ask_on_terminal(request: PermissionRequest) -> bool | str:
     for number, option in enumerate(request.options, 1):
         lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
     lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
-    sys.stderr.write("\n".join(lines))
-    sys.stderr.flush()
-    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+    from ._waiting import paused  # run's status line stays away meanwhile
+
+    with paused():
+        sys.stderr.write("\n".join(lines))
+        sys.stderr.flush()
+        answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
     if answer.isdigit() and 1 <= int(answer) <= len(request.options):
         return str(request.options[int(answer) - 1].get("optionId"))
     return False

@@ -90,7 +90,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--output",
         "-o",
         metavar="FILE",
-        help="append results here, one JSON object per line (default: stdout)",
+        help="append results here, one JSON object per line (default, or -: "
+        "stdout; the summary always goes to stderr)",
     )
     opts.add_argument(
         "--resume",
@@ -223,6 +224,13 @@ class Writer:
 
 
 def batch_command(args: argparse.Namespace) -> int:
+    if args.output == "-":  # as every CLI reads it: stdout, not a file named "-"
+        args.output = None
+        if _resuming(args):
+            flag = "--resume-failed" if args.resume_failed else "--resume"
+            return fail(
+                f"{flag} needs --output FILE: results on stdout (-) cannot be continued"
+            )
     try:
         config = agent_config(args, interactive=False)
     except (ValueError, TypeError) as exc:

@@ -21,6 +21,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
+EXIT_CANNOT_RUN = 126  # as a shell says of a command it found but cannot run
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`
@@ -31,6 +32,8 @@ exit status:
   {EXIT_FAILED}    the agent failed (non-zero exit, crash, refusal)
   {EXIT_USAGE}    bad arguments or input rejected before anything ran
   {EXIT_TIMEOUT}  --timeout expired; the agent's processes were killed
+  {EXIT_CANNOT_RUN}  the agent refuses to run as it is: Claude Code as root without
+       IS_SANDBOX=1 (pass --env IS_SANDBOX=1, or run as another user)
   {EXIT_NOT_FOUND}  the agent command was not found or could not be started
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); the agent's processes were killed
   129  SIGHUP (the terminal closed); the agent's processes were killed
@@ -77,6 +80,33 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A wrong choice (a command, a format) names the closest ones first:
+        ``invalid choice: 'rn'; did you mean 'run'? (choose from ...)``."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(choice) for choice in choices]
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{did_you_mean(str(value), names)} "
+            f"(choose from {', '.join(names)})",
+        )
+
+
+def did_you_mean(word: str, names: Sequence[str]) -> str:
+    """``"; did you mean 'a', 'b' or 'c'?"`` naming the closest few of
+    ``names`` (difflib), or "" when none is close."""
+    import difflib
+
+    close = [repr(name) for name in difflib.get_close_matches(word, names, n=3)]
+    if not close:
+        return ""
+    either = " or ".join(
+        [", ".join(close[:-1]), close[-1]] if len(close) > 1 else close
+    )
+    return f"; did you mean {either}?"
 
 
 def _build_parser() -> tuple[

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 # Loaded by every `run` (it owns --session): json and friends load on use.
-from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
+from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, did_you_mean, fail
 
 if TYPE_CHECKING:
     import argparse
@@ -443,6 +443,11 @@ def _forget(args: argparse.Namespace) -> int:
         if failed is not None:
             return failed
     if not gone and not args.all:
-        return fail(f"no named session {args.name!r}", EXIT_USAGE)
+        names = [str(e.get("name")) for e in store.entries()]
+        return fail(
+            f"no named session {args.name!r}{did_you_mean(args.name, names)} "
+            "(`oma-bridge sessions list` lists them)",
+            EXIT_USAGE,
+        )
     sys.stderr.write(f"forgot {gone} session{'s' if gone != 1 else ''}\n")
     return EXIT_OK

@@ -165,3 +165,15 @@ def test_an_agent_that_cannot_load_sessions_is_not_recorded(home: Path) -> None:
         "was not recorded (run without --session)\n"
     )
     assert not (home / "state" / "oma-bridge" / "sessions.json").exists()
+
+
+@needs_sdk
+def test_forgetting_a_mistyped_name_names_the_closest(home: Path) -> None:
+    cli(home, "run", "--acp", SESSION_AGENT, "--session", "refactor", "hi")
+    done = cli(home, "sessions", "forget", "refactr")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "oma-bridge: no named session 'refactr'; did you mean 'refactor'? "
+        "(`oma-bridge sessions list` lists them)\n"
+    )
+    assert [e["name"] for e in recorded(home)] == ["refactor"]

@@ -266,8 +266,13 @@ class RealAgent(AgentProcess):
             await self.stop()
 
     async def editor_error(self, exc: OmaBridgeError) -> RequestError:
-        """What the editor is told: the agent's error redacted, or how it ended."""
+        """What the editor is told: the agent's error redacted, or how it ended
+        (the real reason where it is known: claude-agent-acp refusing root
+        answers only "Query closed before response received")."""
         if isinstance(exc, RemoteError):
+            explained = await self.explain(exc)
+            if not isinstance(explained, RemoteError):
+                return error_reply(explained)
             return RequestError(
                 exc.rpc_code,
                 redact(exc.rpc_message, self.secrets),

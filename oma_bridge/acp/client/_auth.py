@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from ..._os.redact import redact_json
 from ...bridge import (
     AuthRequiredError,
-    BackendStartError,
     BackendTimeout,
     ProtocolError,
     RemoteError,
+    RootRefusedError,
 )
+from ...bridge.errors import method_variables
 from ..rpc import methods as m
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ __all__ = (
     "agent_name",
     "auth_required",
     "login",
+    "refuses_root",
     "request_logged_in",
-    "root_hint",
     "timed_out",
     "with_root_hint",
 )
@@ -52,11 +53,8 @@ LOGIN_COMMANDS: Mapping[str, str] = {
 }
 
 _CLAUDE = "claude-agent-acp"
-_ROOT_HINT = (
-    "claude-agent-acp refuses to run as root unless IS_SANDBOX=1 is in its "
-    "environment (IS_SANDBOX is {found} here): pass --env IS_SANDBOX=1 "
-    "(env={{'IS_SANDBOX': '1'}} in Python)"
-)
+#: What claude-agent-acp answers when the Claude Code it runs refused root.
+_CLOSED = "Query closed before response received"
 
 
 @dataclass(slots=True)
@@ -92,6 +90,7 @@ def auth_required(
     # The methods' names and descriptions are the agent's own text, shown in
     # the message: redacted, and only as many as a message can hold.
     offered = [redact_json(dict(a)) for a in agent.auth.methods[:_MAX_METHODS]]
+    named = [n for a in agent.auth.methods for n in method_variables(a)]
     return AuthRequiredError(
         exc.method,
         command=config.command,
@@ -102,6 +101,8 @@ def auth_required(
         login_command=LOGIN_COMMANDS.get(name) if name else None,
         tried=tried,
         problem=problem,
+        # Names only, never values: which variables the agent was not given.
+        unset_env=[n for n in dict.fromkeys(named) if not agent.env.get(n)],
     )
 
 
@@ -253,27 +254,27 @@ def _unfinished(agent: AgentProcess, wanted: str, said: str) -> AuthRequiredErro
     )
 
 
-def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:
-    """The hint for claude-agent-acp run as root without ``IS_SANDBOX=1``, if
-    it applies: the Claude Code it runs then exits ("cannot be used with
-    root/sudo privileges") and the session fails with "Query closed before
-    response received"."""
+def refuses_root(config: AcpBackendConfig, env: Mapping[str, str]) -> bool:
+    """Whether ``config`` runs claude-agent-acp as root without ``IS_SANDBOX=1``:
+    the Claude Code it runs then exits ("cannot be used with root/sudo
+    privileges") and the session fails with "Query closed before response
+    received"."""
     if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX") == "1":
-        return None
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return None
-    found = env.get("IS_SANDBOX")
-    return _ROOT_HINT.format(found="unset" if found is None else repr(found))
+        return False
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def with_root_hint(
     agent: AgentProcess, exc: RemoteError
-) -> RemoteError | BackendStartError:
+) -> RemoteError | RootRefusedError:
     """A session refused by claude-agent-acp run as root: say why, terminally."""
-    hint = root_hint(agent.config, agent.env)
     said = f"{exc} {agent.stderr_text()}"
-    if hint is None or not (
-        "Query closed before response received" in said or "root/sudo" in said
+    if not refuses_root(agent.config, agent.env) or not (
+        _CLOSED in said or RootRefusedError.REFUSAL in said
     ):
         return exc
-    return BackendStartError(agent.config.command, reason=f"{exc}; {hint}")
+    return RootRefusedError(
+        agent.config.command,
+        sandbox=agent.env.get("IS_SANDBOX"),
+        said=_CLOSED if _CLOSED in said else RootRefusedError.REFUSAL,
+    )
