@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, final
 
-from ._results import TokenUsage, ToolCallRecord
+from ._results import MAX_TOKENS, TokenUsage, ToolCallRecord
 from .events import (
     PlanEvent,
     TextEvent,
@@ -216,10 +216,14 @@ class RunAccumulator:
         self, input_tokens: int, output_tokens: int, cost: float | None = None
     ) -> None:
         """The run's usage so far, replacing the last reading (a cost of None
-        keeps the last cost)."""
+        keeps the last cost). Saturates as ``TokenUsage`` sums do: a reading
+        made of several counts (input plus cache reads plus cache writes) may
+        add up past ``MAX_TOKENS``."""
         if cost is None:
             cost = self.usage.cost
-        self.usage = TokenUsage(input_tokens, output_tokens, cost)
+        self.usage = TokenUsage(
+            min(input_tokens, MAX_TOKENS), min(output_tokens, MAX_TOKENS), cost
+        )
         self.emit(UsageEvent(self.usage))
 
     def add_usage(

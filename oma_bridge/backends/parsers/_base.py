@@ -12,6 +12,7 @@ run's ``RunAccumulator`` (text, thoughts, plans, tool calls, usage), and to
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, ClassVar
 
 from ...bridge.accumulator import RunAccumulator
@@ -47,6 +48,37 @@ def as_list(value: JSONValue) -> list[JSONValue]:
 
 def as_str(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
+
+
+#: A lone surrogate's way into a line: JSON's escape of one ("\\ud800"), or its
+#: UTF-8 form, which ``json.loads`` of bytes lets through.
+_SURROGATE_IN = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(obj: JSONObject) -> None:
+    """Replace each lone surrogate in ``obj`` (keys too) with U+FFFD, as
+    undecodable bytes are: no text of ours can be written as UTF-8 with one
+    (stdout, a results file, an editor's frame). Iterative: JSON nests deep."""
+    fix = _LONE_SURROGATE.sub
+    stack: list[JSONObject | list[JSONValue]] = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, str):
+                    node[index] = fix("\ufffd", value)
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+            continue
+        items = list(node.items())
+        node.clear()
+        for key, value in items:
+            if isinstance(value, str):
+                value = fix("\ufffd", value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+            node[fix("\ufffd", key)] = value
 
 
 #: Tool names (lower case, without an MCP-style ``server__`` prefix) whose ACP
@@ -157,9 +189,14 @@ class StreamParser:
         if not isinstance(obj, dict):
             self._malformed(line)
             return
+        if _SURROGATE_IN.search(line):
+            _no_lone_surrogates(obj)
         self.lines += 1
         kind = obj.get("type")
-        method = self.handlers.get(kind) if isinstance(kind, str) else None
+        if not isinstance(kind, str):  # absent, or a list: no kind, never a key
+            self._unknown(kind)
+            return
+        method = self.handlers.get(kind)
         if method is not None:
             getattr(self, method)(obj)
         elif kind not in self.ignored:
