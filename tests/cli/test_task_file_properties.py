@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import io
 import json
-import math
 import os
 import tempfile
 from typing import Any
@@ -24,6 +23,7 @@ from unittest import mock
 from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
 from oma_bridge.cli._tasks import tasks_command
+from tests.toml_text import toml_value
 
 EXAMPLES = 150
 SETTINGS = settings(
@@ -76,27 +76,6 @@ def task_files(draw: st.DrawFn) -> dict[str, Any]:
     for key in draw(st.lists(st.sampled_from(FILE_KEYS), max_size=bad)):
         doc[key] = draw(hostile)
     return doc
-
-
-def toml_value(value: Any) -> str:
-    if value is None:  # TOML has no null: the closest wrong value
-        return '""'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string, escapes and all
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    pairs = ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
-    return "{" + pairs + "}"
 
 
 def toml(doc: dict[str, Any]) -> str:
