@@ -200,6 +200,17 @@ def _closed_stdout() -> int:
     return EXIT_CLOSED_STDOUT
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\udcff``),
+    for stdout: no UTF-8 stream takes one as a character (a strict one raises,
+    and even ``surrogateescape`` refuses ``\\ud800``), and inside a JSON
+    string the escape is the same value. A name from a non-UTF-8 argv, or a
+    JSON file's ``"\\ud800"``, holds one."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def fail(message: str, status: int = EXIT_USAGE) -> int:
     """Print a one-line error to stderr and return ``status``."""
     first = message.strip().splitlines()[0] if message.strip() else "failed"
