@@ -25,7 +25,7 @@ from oma_bridge.presets import PRESETS
 from oma_bridge.presets.config import AgentEntry, configured_agents
 from tests.toml_text import toml_value
 
-EXAMPLES = 150
+EXAMPLES = 100
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 #: Examples per test: each draws one format of the eight, so each format gets
 #: about a twentieth of them; the three tests run in a few seconds.
-EXAMPLES = 160
+EXAMPLES = 120
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -24,7 +24,7 @@ from oma_bridge.bridge._results import MAX_COST, MAX_TOKENS
 from oma_bridge.cli._batch import Writer
 from oma_bridge.cli._batch_input import parse, recorded, scan
 
-EXAMPLES = 120
+EXAMPLES = 80
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,

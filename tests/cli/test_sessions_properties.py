@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from oma_bridge.cli._sessions import SessionFileError, SessionKey, SessionStore, _list
 
-EXAMPLES = 100
+EXAMPLES = 70
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, example, given, settings, strategies 
 from oma_bridge.cli._tasks import tasks_command
 from tests.toml_text import toml_value
 
-EXAMPLES = 150
+EXAMPLES = 100
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -160,7 +160,7 @@ def test_a_graph_is_accepted_exactly_when_it_has_no_cycle(tasks: list[Task]) -> 
             assert assigned[task.id] == "b"  # the one agent declaring it
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=EXAMPLES // 3)  # each parse builds a validator
 @given(graphs())
 def test_a_plan_written_as_json_reads_back_as_the_same_tasks(tasks: list[Task]) -> None:
     fields = ("id", "description", "title", "depends_on", "capability", "retries")
