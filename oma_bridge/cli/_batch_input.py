@@ -58,10 +58,10 @@ def _finite(text: str) -> float:
 
 
 def _lines(path: str) -> TextIO:
-    """``path`` as text read line by line, a line ending at ``\n`` only (JSON
+    """``path`` as text read line by line, a line ending at ``\\n`` only (JSON
     Lines, and what an editor numbers): the default also ends one at a bare
-    ``\r``, which splits a record with a ``\r`` between its tokens in two and
-    numbers every later line wrong."""
+    ``\\r``, which splits a record with a ``\\r`` between its tokens in two
+    and numbers every later line wrong."""
     return open(path, encoding="utf-8", errors="replace", newline="\n")
 
 

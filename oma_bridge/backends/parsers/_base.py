@@ -50,9 +50,12 @@ def as_str(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
 
 
-#: A lone surrogate's way into a line: JSON's escape of one ("\\ud800"), or its
-#: UTF-8 form, which ``json.loads`` of bytes lets through.
-_SURROGATE_IN = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+#: A lone surrogate's ways into a line: JSON's escape of one ("\\ud800"), and
+#: its UTF-8 form, which ``json.loads`` of bytes lets through. Two patterns, each
+#: with a literal start the search skips to: one with both alternatives costs
+#: more than decoding the line (a few ms per 10 MB line, against ~40 ms of JSON).
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_UTF8_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -189,7 +192,7 @@ class StreamParser:
         if not isinstance(obj, dict):
             self._malformed(line)
             return
-        if _SURROGATE_IN.search(line):
+        if _ESCAPED_SURROGATE.search(line) or _UTF8_SURROGATE.search(line):
             _no_lone_surrogates(obj)
         self.lines += 1
         kind = obj.get("type")
