@@ -482,3 +482,19 @@ def test_a_reading_whose_counts_add_up_past_the_maximum_saturates() -> None:
     step = {"type": "step_finish", "part": {"tokens": tokens}}
     parser, _ = parse("opencode-json", json.dumps(step).encode() + b"\n")
     assert parser.usage.input_tokens == parser.usage.output_tokens == big
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"NaN", b"Infinity"])
+def test_a_number_no_float_holds_is_null_in_what_the_parser_keeps(
+    number: bytes,
+) -> None:
+    # A tool call's input kept it as inf or nan: `run --format jsonl` wrote
+    # `Infinity`, which strict JSON parsers refuse.
+    line = (
+        b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t",'
+        b'"name":"Bash","input":{"n":' + number + b',"ok":0.5}}]}}\n'
+    )
+    _, events = parse("claude-stream-json", line)
+    (call,) = of(events, ToolCallEvent)
+    assert call.raw_input == {"n": None, "ok": 0.5}
+    json.dumps([e._asdict() for e in events], allow_nan=False)

@@ -73,7 +73,7 @@ numbers = st.one_of(
     st.integers(min_value=2**63 - 3, max_value=2**63 + 3),
     st.sampled_from([2**62, 2**64, -1, -(2**63), 10**30]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([1e308, -1e308, 5e-324]),
+    st.sampled_from([1e308, -1e308, 5e-324, math.inf, -math.inf, math.nan]),
     st.booleans(),
 )
 #: Text, with lone surrogates (JSON may escape one: ``"\\ud800"``).
@@ -129,6 +129,15 @@ def mutated(draw: st.DrawFn, fmt: str) -> Any:
     expects, what it holds not."""
     obj, where = draw(st.sampled_from(RECORDED[fmt]))
     obj = copy.deepcopy(obj)
+    sweep = draw(st.integers(0, 5))
+    if sweep < 2:  # every count, or every leaf but the kind, one hostile value
+        value = draw(numbers | texts)
+        for path in where:
+            leaf = _at(obj, path)
+            if not path or path == ("type",) or isinstance(leaf, (dict, list)):
+                continue
+            if sweep == 1 or type(leaf) is int:
+                _at(obj, path[:-1])[path[-1]] = value
     for path in draw(st.lists(st.sampled_from(where[1:] or where), max_size=3)):
         node = obj
         try:
@@ -137,11 +146,6 @@ def mutated(draw: st.DrawFn, fmt: str) -> Any:
             node[path[-1]] = draw(values)
         except (KeyError, IndexError, TypeError):
             pass  # an earlier replacement took that part away
-    if draw(st.integers(0, 3)) == 0:  # every count the same hostile number
-        number = draw(numbers)
-        for path in where:
-            if type(_at(obj, path)) is int and path:
-                _at(obj, path[:-1])[path[-1]] = number
     if draw(st.booleans()):
         holders = [p for p in where if isinstance(_at(obj, p), dict)]
         if holders:

@@ -60,6 +60,16 @@ _UTF8_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _finite(text: str) -> float | None:
+    """A JSON number with a fraction or an exponent, as a float; None for one
+    that no float holds (``1e999`` is infinity) and, as ``parse_constant``, for
+    ``NaN`` and ``Infinity``: what a parser keeps is written out again (events,
+    ``--format json``), and strict JSON has no literal for them (``serve``'s
+    frames carry them as null too)."""
+    value = float(text)
+    return value if value - value == 0 else None
+
+
 def _no_lone_surrogates(obj: JSONObject) -> None:
     """Replace each lone surrogate in ``obj`` (keys too) with U+FFFD, as
     undecodable bytes are: no text of ours can be written as UTF-8 with one
@@ -187,7 +197,7 @@ class StreamParser:
         if not line.strip():
             return
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_float=_finite, parse_constant=_finite)
         except (ValueError, RecursionError):  # bad JSON, bad UTF-8, too deep
             obj = None
         if not isinstance(obj, dict):
