@@ -304,17 +304,15 @@ def _list(args: argparse.Namespace) -> int:
     if not entries:
         sys.stderr.write("no named sessions (`oma-bridge run --session NAME`)\n")
         return EXIT_OK
+    # A cell's control characters (a tab or newline of a hand-edited name, an
+    # agent's escape sequence in its session id) shown as escapes: one session
+    # per line, five cells, nothing the terminal would act on.
+    controls = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+    fields = ("name", "session_id", "updated", "cwd", "agent")
     for entry in sorted(entries, key=lambda e: str(e.get("updated")), reverse=True):
-        fields = ("name", "session_id", "updated", "cwd", "agent")
-        line = "\t".join(str(entry.get(key)).translate(_CONTROLS) for key in fields)
+        line = "\t".join(str(entry.get(key)).translate(controls) for key in fields)
         sys.stdout.write(encodable(line) + "\n")
     return EXIT_OK
-
-
-#: A table cell's control characters (a tab or newline of a hand-edited name, an
-#: agent's escape sequence in its session id), shown as escapes: one session
-#: per line, five cells, nothing the terminal would act on.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 
 
 def _forget(args: argparse.Namespace) -> int:
