@@ -202,7 +202,10 @@ class Writer:
             self._own = True
 
     def write(self, record: dict[str, JSONValue]) -> None:
-        data = (self._encode(record) + "\n").encode()
+        # A lone surrogate (an input line may hold "\udcff" in its id or extra
+        # fields) can only be inside a JSON string: written as that escape, it
+        # reads back as itself, where UTF-8 alone cannot encode it.
+        data = (self._encode(record) + "\n").encode("utf-8", "backslashreplace")
         try:
             while data:
                 data = data[os.write(self._fd, data) :]

@@ -230,6 +230,43 @@ def _closed_stdout() -> int:
     return EXIT_CLOSED_STDOUT
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\udcff``),
+    for stdout: no UTF-8 stream takes one as a character (a strict one raises,
+    and even ``surrogateescape`` refuses ``\\ud800``), and inside a JSON
+    string the escape is the same value. A name from a non-UTF-8 argv, or a
+    JSON file's ``"\\ud800"``, holds one."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def json_line(record: object) -> str:
+    """``record`` as one line of strict JSON for stdout (without the newline):
+    UTF-8 as is, a value JSON cannot hold as its text (``default=str``), a
+    number it has no literal for as null (an ACP agent's ``1e999`` is infinity
+    once decoded; strict parsers refuse ``Infinity``), and lone surrogates as
+    their escapes (see ``encodable``)."""
+    import json
+
+    try:
+        text = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # a NaN or an infinity somewhere in it
+        text = json.dumps(_finite(record), ensure_ascii=False, default=str)
+    return encodable(text)
+
+
+def _finite(value: object) -> object:
+    """``value`` with every NaN or infinite float replaced by None."""
+    if isinstance(value, float):
+        return value if value - value == 0 else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def fail(message: str, status: int = EXIT_USAGE) -> int:
     """Print a one-line error to stderr and return ``status``."""
     first = message.strip().splitlines()[0] if message.strip() else "failed"

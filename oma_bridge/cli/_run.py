@@ -29,7 +29,9 @@ from ._main import (
     EXIT_OK,
     EXIT_TIMEOUT,
     HelpFormatter,
+    encodable,
     fail,
+    json_line,
 )
 from ._signals import Termination
 
@@ -209,7 +211,7 @@ def _prompt(prompt: str | None, source: str | None) -> str:
 def _show(event: StreamEvent) -> None:
     """Stream the reply to stdout, tool calls and plans to stderr."""
     if event.type == "text":
-        sys.stdout.write(event.text)
+        sys.stdout.write(encodable(event.text))
         sys.stdout.flush()
     elif event.type in ("tool_call", "tool_call_update", "plan"):
         _show_activity(event)
@@ -265,10 +267,8 @@ def _show_jsonl(event: StreamEvent) -> None:
 
 
 def _write_json(record: Mapping[str, object]) -> None:
-    import json
-
     # default=str: a value an agent sent that JSON cannot hold stays visible.
-    sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(json_line(record) + "\n")
     sys.stdout.flush()
 
 

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 # Loaded by every `run` (it owns --session): json and friends load on use.
-from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, did_you_mean, fail
+from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, did_you_mean, encodable, fail
 
 if TYPE_CHECKING:
     import argparse
@@ -308,16 +308,19 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps(entries, ensure_ascii=False) + "\n")
+        sys.stdout.write(encodable(json.dumps(entries, ensure_ascii=False)) + "\n")
         return EXIT_OK
     if not entries:
         sys.stderr.write("no named sessions (`oma-bridge run --session NAME`)\n")
         return EXIT_OK
+    # A cell's control characters (a tab or newline of a hand-edited name, an
+    # agent's escape sequence in its session id) shown as escapes: one session
+    # per line, five cells, nothing the terminal would act on.
+    controls = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+    fields = ("name", "session_id", "updated", "cwd", "agent")
     for entry in sorted(entries, key=lambda e: str(e.get("updated")), reverse=True):
-        sys.stdout.write(
-            f"{entry.get('name')}\t{entry.get('session_id')}\t"
-            f"{entry.get('updated')}\t{entry.get('cwd')}\t{entry.get('agent')}\n"
-        )
+        line = "\t".join(str(entry.get(key)).translate(controls) for key in fields)
+        sys.stdout.write(encodable(line) + "\n")
     return EXIT_OK
 
 

@@ -443,3 +443,58 @@ def test_a_stream_is_complete_only_with_the_event_a_finished_run_ends_with(
     cut, _ = parse(name, b"".join(lines[:-1]))
     assert not cut.complete
     assert not parse(name, b"")[0].complete
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_line_whose_type_is_not_text_is_an_unknown_kind(name: str) -> None:
+    # A list or an object as the type raised TypeError (unhashable) out of the
+    # parser, and so out of run(), on every format.
+    lines = [b'{"type": []}', b'{"type": {"a": 1}}', b'{"type": 7}', b"{}"]
+    parser, _ = parse(name, b"\n".join(lines) + b"\n" + stream(name))
+    expected, _ = parse(name, stream(name))
+    assert parser.unknown == expected.unknown + 4
+    assert parser.output == expected.output and parser.complete
+
+
+@pytest.mark.parametrize(
+    "text", [b"\\ud800", b"\\uDFFF", b"\xed\xa0\x80"], ids=["escape", "upper", "utf8"]
+)
+def test_a_lone_surrogate_in_a_line_is_a_replacement_character(text: bytes) -> None:
+    # It reached the events and the output as is: writing either as UTF-8
+    # (stdout, a results file, an editor's frame) raised UnicodeEncodeError.
+    line = b'{"type":"result","result":"a' + text + b'b","usage":{"\\udc80":1}}\n'
+    parser, _ = parse("claude-stream-json", line)
+    assert parser.output == "a\ufffdb"
+    pair, _ = parse(
+        "claude-stream-json", b'{"type":"result","result":"\\ud83d\\ude00"}\n'
+    )
+    assert pair.output == "\U0001f600"  # a pair written out is one character
+
+
+def test_a_reading_whose_counts_add_up_past_the_maximum_saturates() -> None:
+    # Input, cache reads and cache writes each below 2**63 summed to 2**64.
+    big = 2**63 - 1
+    usage = {"input_tokens": big, "cache_read_input_tokens": big, "output_tokens": 1}
+    line = json.dumps({"type": "result", "result": "x", "usage": usage}).encode()
+    parser, _ = parse("claude-stream-json", line + b"\n")
+    assert parser.usage == TokenUsage(big, 1, None)
+    tokens = {"input": big, "cache": {"read": big}, "output": big, "reasoning": big}
+    step = {"type": "step_finish", "part": {"tokens": tokens}}
+    parser, _ = parse("opencode-json", json.dumps(step).encode() + b"\n")
+    assert parser.usage.input_tokens == parser.usage.output_tokens == big
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"NaN", b"Infinity"])
+def test_a_number_no_float_holds_is_null_in_what_the_parser_keeps(
+    number: bytes,
+) -> None:
+    # A tool call's input kept it as inf or nan: `run --format jsonl` wrote
+    # `Infinity`, which strict JSON parsers refuse.
+    line = (
+        b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t",'
+        b'"name":"Bash","input":{"n":' + number + b',"ok":0.5}}]}}\n'
+    )
+    _, events = parse("claude-stream-json", line)
+    (call,) = of(events, ToolCallEvent)
+    assert call.raw_input == {"n": None, "ok": 0.5}
+    json.dumps([e._asdict() for e in events], allow_nan=False)

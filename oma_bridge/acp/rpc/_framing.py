@@ -51,12 +51,15 @@ def encode(message: Mapping[str, object]) -> bytes:
     A peer's ``1e999999`` or ``NaN`` decodes to a float that JSON has no
     literal for; ``json.dumps`` would write ``Infinity``, which strict parsers
     (an editor's) refuse, so a frame forwarded with one carries ``null`` there.
+    A peer's ``"\\ud800"`` decodes to a lone surrogate, which UTF-8 cannot
+    encode; only a JSON string can hold one, so it goes out as that escape
+    again (``backslashreplace`` writes exactly it).
     """
     try:
         text = _encode(message)
     except ValueError:
         text = _encode(_finite(message))
-    return text.encode() + b"\n"
+    return text.encode("utf-8", "backslashreplace") + b"\n"
 
 
 def _finite(value: object) -> object:
