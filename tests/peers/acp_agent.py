@@ -25,6 +25,7 @@ twice answers it twice.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
+  billed:IN[:OUT] (an empty message chunk with _meta.usage, as qwen --acp)
   stop:REASON  perm:KIND  read:PATH[:LINE:LIMIT]  write:PATH:TEXT
   term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
   cancelperm:KIND (like slow, but asks permission after session/cancel)
@@ -292,6 +293,17 @@ def prompt_turn(sid: str, text: str) -> str:
             if cost:
                 upd["cost"] = {"amount": float(cost), "currency": "USD"}
             update(sid, upd)
+        elif name == "billed":  # one model request's tokens, as qwen --acp says
+            tokens, _, out = arg.partition(":")
+            usage = {"inputTokens": int(tokens), "outputTokens": int(out or 0)}
+            update(
+                sid,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": ""},
+                    "_meta": {"usage": usage},
+                },
+            )
         elif name == "kinds":
             for i, upd in enumerate(kinds(CWD)):
                 update(sid, upd, {"trace": f"n{i}"} if i % 2 else None)

@@ -61,8 +61,7 @@ class SessionState:
     id: str = ""
     used: bool = False  # a run has prompted it
     system_prompt_sent: bool = False  # ACP has none: the first prompt carried it
-    last_used: int = 0  # cumulative usage_update.used at the end of the last turn
-    last_cost: float | None = None
+    last_cost: float | None = None  # the cumulative cost at the last turn's end
 
 
 class AgentProcess:
@@ -268,7 +267,6 @@ class AgentProcess:
             raise
         finally:
             self.replay = None
-        self.session.last_used = replay.turn.used or 0
         self.session.last_cost = replay.turn.cost
         await self._configure(result)
         return replay.result(session_id, how)
