@@ -67,7 +67,12 @@ _NO_USAGE = TokenUsage()
 
 
 class ToolCallRecord(NamedTuple):
-    """A tool call the agent made during the run, as last reported."""
+    """A tool call the agent made or attempted during the run, as last reported.
+
+    ``error`` says why a call that never ran failed (its permission was
+    refused, cancelled, or the request failed), when the agent itself did not
+    report the call.
+    """
 
     id: str
     title: str = ""
@@ -75,6 +80,7 @@ class ToolCallRecord(NamedTuple):
     status: str | None = None
     raw_input: JSONValue = None
     raw_output: JSONValue = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

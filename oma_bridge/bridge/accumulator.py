@@ -184,8 +184,36 @@ class RunAccumulator:
             old.status if status is None else status,
             old.raw_input if raw_input is None else raw_input,
             old.raw_output if raw_output is None else raw_output,
+            old.error,
         )
         self._updated(record, content=content, raw_output=raw_output)
+
+    def fail_tool(
+        self,
+        call_id: str,
+        title: str = "",
+        *,
+        kind: str | None = None,
+        raw_input: JSONValue = None,
+        reason: str,
+    ) -> None:
+        """A tool call was attempted but never ran (its permission refused, or
+        cancelled): recorded failed with ``reason``, and in the stream, unless
+        the agent reported the call itself (then its own reports stand)."""
+        if call_id in self.tools:
+            return
+        self.tools[call_id] = ToolCallRecord(
+            call_id, title, kind, "failed", raw_input, None, reason
+        )
+        self.emit(ToolCallEvent(call_id, title, kind, "failed", raw_input))
+        self.emit(
+            ToolCallUpdateEvent(
+                call_id,
+                title=title or None,
+                status="failed",
+                content=_text_content(reason),
+            )
+        )
 
     def end_tool(
         self, call_id: str, *, failed: bool = False, output: JSONValue = None

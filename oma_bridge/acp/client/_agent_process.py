@@ -332,6 +332,16 @@ class AgentProcess:
         elif run is not None:
             run.turn.feed(update)
 
+    def tool_not_run(self, params: dict[str, JSONValue], why: str) -> None:
+        """A permission request of the turn's allowed nothing: the turn
+        records its tool call (``params["toolCall"]``) as failed, ``why``."""
+        run = self._run() if self._run is not None else None
+        if run is None or params.get("sessionId") != self.session_id:
+            return
+        tool_call = params.get("toolCall")
+        if isinstance(tool_call, dict):
+            run.turn.tool_not_run(tool_call, why)
+
     async def pass_updates(self) -> None:
         """Await ``config.on_update`` for the updates read so far, in order."""
         hook = self.config.on_update

@@ -128,6 +128,18 @@ class TurnUpdates:
         self._streamed = usage
         self._run.emit(UsageEvent(usage))
 
+    def tool_not_run(self, tool_call: dict[str, JSONValue], why: str) -> None:
+        """A permission request for ``tool_call`` (its ``ToolCallUpdate``)
+        allowed nothing: a failed record saying ``why``, unless the agent
+        reported the call itself."""
+        self._run.fail_tool(
+            str(tool_call.get("toolCallId", "")),
+            str(tool_call.get("title") or ""),
+            kind=_opt_str(tool_call.get("kind")),
+            raw_input=tool_call.get("rawInput"),
+            reason=why,
+        )
+
     # -- one handler per kind ------------------------------------------------------
 
     def _on_message(self, update: dict[str, JSONValue]) -> None:
