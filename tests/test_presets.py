@@ -79,7 +79,7 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
         ("goose", "goose run --quiet --no-session --output-format stream-json -t",
          "goose-stream-json"),
         ("aider", "aider --yes-always --no-pretty --no-fancy-input --message", "text"),
-        ("copilot", "copilot -s -p", "text"),
+        ("copilot", "copilot --output-format json -s -p", "copilot-json"),
     ],
 )  # fmt: skip
 def test_process_presets_ask_for_their_json_stream(

@@ -243,11 +243,23 @@ class RunAccumulator:
     def set_usage(
         self, input_tokens: int, output_tokens: int, cost: float | None = None
     ) -> None:
-        """The run's usage so far, replacing the last reading (a cost of None
-        keeps the last cost)."""
+        """The run's billed usage so far, replacing the last reading (a cost
+        of None keeps the last cost; the context reading stays)."""
+        old = self.usage
         if cost is None:
-            cost = self.usage.cost
-        self.usage = TokenUsage(input_tokens, output_tokens, cost)
+            cost = old.cost
+        self.usage = TokenUsage(
+            input_tokens, output_tokens, cost, old.context_used, old.context_size
+        )
+        self.emit(UsageEvent(self.usage))
+
+    def set_context(self, used: int | None, size: int | None) -> None:
+        """The context window's occupancy and size, as last read (not tokens
+        spent: the billed counts stay as they are)."""
+        old = self.usage
+        self.usage = TokenUsage(
+            old.input_tokens, old.output_tokens, old.cost, used, size
+        )
         self.emit(UsageEvent(self.usage))
 
     def add_usage(
