@@ -20,7 +20,7 @@ import anyio
 
 from ..._os.child import Child
 from ..._os.command import child_env, resolve_executable
-from ..._os.exit import StderrTail, exit_error, held_open
+from ..._os.exit import StderrTail, exit_error, held_open, install_failure
 from ..._os.fdstream import (
     READ_AHEAD_LIMIT,
     STALL_TIMEOUT,
@@ -476,9 +476,11 @@ class AgentProcess:
             if self.reader is not None and self.reader.held_open:
                 left = held_open("stdout", self.config.kill_grace)
                 logger.warning("ACP agent %r: %s", self.config.command, left)
-            return exit_error(
-                self.config.command, child.reap(), self.stderr_text(), left_behind=left
-            )
+            code, tail = child.reap(), self.stderr_text()
+            argv = (self.config.command, *self.config.args)
+            if code != 0 and (reason := install_failure(argv, tail)) is not None:
+                return BackendStartError(self.config.command, reason=reason)
+            return exit_error(self.config.command, code, tail, left_behind=left)
         tail = self.stderr_text().strip()
         if not tail:
             return exc

@@ -47,11 +47,12 @@ _MAX_METHODS = 20
 #: How each known agent is logged in to by hand (by its command or package name).
 LOGIN_COMMANDS: Mapping[str, str] = {
     "claude-agent-acp": "claude, then /login",
+    "claude-code-acp": "claude, then /login",  # its name before the rename
     "codex-acp": "codex login",
     "gemini": "gemini, then choose a login",
 }
 
-_CLAUDE = "claude-agent-acp"
+_CLAUDE = frozenset({"claude-agent-acp", "claude-code-acp"})
 _ROOT_HINT = (
     "claude-agent-acp refuses to run as root unless IS_SANDBOX=1 is in its "
     "environment (IS_SANDBOX is {found} here): pass --env IS_SANDBOX=1 "
@@ -205,7 +206,7 @@ def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:
     it applies: the Claude Code it runs then exits ("cannot be used with
     root/sudo privileges") and the session fails with "Query closed before
     response received"."""
-    if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX") == "1":
+    if agent_name(config) not in _CLAUDE or env.get("IS_SANDBOX") == "1":
         return None
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None

@@ -232,6 +232,10 @@ def test_known_agents_and_their_login_commands() -> None:
         "codex-acp"
     )
     assert agent_name(config("/x/.bin/claude-agent-acp")) == "claude-agent-acp"
+    # The current package, and the adapter's name before its rename.
+    current = config("npx", "-y", "@agentclientprotocol/claude-agent-acp@0.85.1")
+    assert agent_name(current) == "claude-agent-acp"
+    assert agent_name(config("claude-code-acp")) == "claude-code-acp"
     assert agent_name(config("gemini", "--acp")) == "gemini"
     assert agent_name(config("my-agent")) is None
     error = AuthRequiredError(
@@ -279,6 +283,8 @@ def test_root_hint_for_claude_agent_acp() -> None:
     )
     assert root_hint(claude, {"IS_SANDBOX": "1"}) is None
     assert root_hint(AcpBackendConfig(command="codex-acp"), {}) is None
+    old = AcpBackendConfig(command="claude-code-acp")  # before the rename
+    assert "IS_SANDBOX is unset here" in (root_hint(old, {}) or "")
 
 
 async def test_a_claude_agent_acp_refusing_root_gets_the_hint(tmp_path) -> None:
