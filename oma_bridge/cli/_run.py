@@ -242,6 +242,7 @@ def _result_json(result: AgentRunResult) -> dict[str, JSONValue]:
                 "title": call.title,
                 "kind": call.kind,
                 "status": call.status,
+                **({"error": call.error} if call.error is not None else {}),
             }
             for call in result.tool_calls
         ],

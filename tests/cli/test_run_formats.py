@@ -162,3 +162,16 @@ def test_an_option_is_taken_only_as_written() -> None:
     done = cli("run", "--process", "cat", "--output", "x", "hi")
     assert done.returncode == 2
     assert b"unrecognized arguments: --output" in done.stderr
+
+
+def test_a_refused_tool_call_is_in_the_json_result_with_why() -> None:
+    done = cli("run", "--acp", ACP_PEER, "--format", "json", "perm:edit")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    # The fake agent reports no call of its own: the refusal is recorded.
+    assert result["tool_calls"] == [
+        {
+            "id": "p1", "title": "Do edit", "kind": "edit", "status": "failed",
+            "error": "refused by the 'read-only' policy (kind 'edit')",
+        }
+    ]  # fmt: skip
