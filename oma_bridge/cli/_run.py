@@ -275,7 +275,11 @@ def _exit_status(result: AgentRunResult, agent: str | None = None) -> int:
         return status
     error = result.error
     message = error_message(error) if error is not None else "the agent failed"
-    if isinstance(error, BackendStartError) and agent is not None:
+    if (
+        isinstance(error, BackendStartError)
+        and agent is not None
+        and error.searched_path is not None  # not found on PATH, not failing
+    ):
         message += install_hint(agent, error.command)
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]

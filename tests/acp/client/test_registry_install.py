@@ -90,3 +90,17 @@ async def test_another_npx_failure_stays_an_exit_error(tmp_path: Path) -> None:
             result = await agent.run("hi")
     assert not isinstance(result.error, BackendStartError)
     assert "something else went wrong" in str(result.error)
+
+
+def test_the_cli_says_it_in_one_line_without_an_install_hint(tmp_path: Path) -> None:
+    # npx is installed: "install it on PATH" would send the user the wrong way.
+    from tests.fresh_python import oma_bridge_cli
+
+    env = {**os.environ, "PATH": fake_npx(tmp_path, ETARGET)}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the shipped snapshot
+    done = oma_bridge_cli("run", "--agent", "registry:gemini", "hi", env=env)
+    assert done.returncode == 127
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("oma-bridge: Cannot start 'npx': npx could not install ")
+    assert "No matching version found for @google/gemini-cli@" in line
+    assert "install it on PATH" not in line
