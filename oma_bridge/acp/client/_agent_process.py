@@ -404,7 +404,10 @@ class AgentProcess:
                     await conn.notify(m.SESSION_CANCEL, {"sessionId": self.session_id})
                 while not conn.has_response(prompt_id):
                     await conn.pump()
-                await conn.wait_response(prompt_id)
+                answer = await conn.wait_response(prompt_id)
+                run = self._run() if self._run is not None else None
+                if run is not None:
+                    run.turn.answer = answer  # the tokens it billed, if it says
                 if self.raw_updates:
                     await self.pass_updates()  # what it sent before ending the turn
                 return True

@@ -418,8 +418,9 @@ class AcpRun:
         aborted: bool = False,
     ) -> StreamEvent:
         self._release()
-        if usage is None:
-            usage = self.turn.usage() if self._agent is not None else TokenUsage()
+        if usage is None:  # a cancelled turn's answer may say what it billed
+            turn = self.turn
+            usage = turn.usage(turn.answer) if self._agent is not None else TokenUsage()
         output = self.turn.output
         result = AgentRunResult(
             success=error is None and not aborted,

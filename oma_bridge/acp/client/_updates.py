@@ -63,6 +63,8 @@ class TurnUpdates:
         self._chunk_tokens: tuple[int, int] | None = None
         #: What the last usage event said (None: none made yet).
         self._streamed: TokenUsage | None = None
+        #: The answer to a turn cancelled and read to its end (its usage).
+        self.answer: JSONValue = None
 
     @property
     def max_output_bytes(self) -> int | None:

@@ -28,7 +28,7 @@ import pytest
 from oma_bridge import DoneEvent, TokenUsage, UsageEvent
 from oma_bridge.acp import AcpBackendConfig
 
-from ..support import PEERS, WAIT, agent_for
+from ..support import PEERS, WAIT, agent_for, fake_agent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -178,3 +178,18 @@ async def test_no_usage_reported_makes_no_usage_event(tmp_path: Path) -> None:
     result = events[-1].result  # type: ignore[union-attr]
     assert result.token_usage == TokenUsage()
     assert (result.token_usage.context_used, result.token_usage.cost) == (None, None)
+
+
+async def test_a_cancelled_turn_keeps_what_its_answer_says_was_billed(
+    tmp_path: Path,
+) -> None:
+    # The turn times out: session/cancel, and the agent's answer (cancelled)
+    # still says what the turn's model calls billed.
+    config = fake_agent(tmp_path / "log", timeout=0.3)
+    async with agent_for(config) as agent:
+        with anyio.fail_after(WAIT):
+            result = await agent.run("answerusage:11:7;usage:900:0.25;slow")
+            after = await agent.run("say:next")
+    assert result.aborted
+    assert result.token_usage == TokenUsage(11, 7, 0.25, 900, 1000)
+    assert after.token_usage == TokenUsage()  # the next turn starts afresh
