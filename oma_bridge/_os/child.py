@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 # anyio is imported by the async methods that use it: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge.errors import BackendStartError
+from .command import with_pwd
 from .exit import EXIT_UNKNOWN
 from .reactor import PIPE_BUF, wait_readable_blocking
 from .supervisor import register, unregister
@@ -252,7 +253,7 @@ class Child:
             stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
+            env=with_pwd(env, cwd),  # PWD names the directory it starts in
             cwd=cwd,
             start_new_session=True,
         )

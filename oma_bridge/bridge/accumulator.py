@@ -185,8 +185,36 @@ class RunAccumulator:
             old.status if status is None else status,
             old.raw_input if raw_input is None else raw_input,
             old.raw_output if raw_output is None else raw_output,
+            old.error,
         )
         self._updated(record, content=content, raw_output=raw_output)
+
+    def fail_tool(
+        self,
+        call_id: str,
+        title: str = "",
+        *,
+        kind: str | None = None,
+        raw_input: JSONValue = None,
+        reason: str,
+    ) -> None:
+        """A tool call was attempted but never ran (its permission refused, or
+        cancelled): recorded failed with ``reason``, and in the stream, unless
+        the agent reported the call itself (then its own reports stand)."""
+        if call_id in self.tools:
+            return
+        self.tools[call_id] = ToolCallRecord(
+            call_id, title, kind, "failed", raw_input, None, reason
+        )
+        self.emit(ToolCallEvent(call_id, title, kind, "failed", raw_input))
+        self.emit(
+            ToolCallUpdateEvent(
+                call_id,
+                title=title or None,
+                status="failed",
+                content=_text_content(reason),
+            )
+        )
 
     def end_tool(
         self, call_id: str, *, failed: bool = False, output: JSONValue = None
@@ -216,14 +244,28 @@ class RunAccumulator:
     def set_usage(
         self, input_tokens: int, output_tokens: int, cost: float | None = None
     ) -> None:
-        """The run's usage so far, replacing the last reading (a cost of None
-        keeps the last cost). Saturates as ``TokenUsage`` sums do: a reading
-        made of several counts (input plus cache reads plus cache writes) may
-        add up past ``MAX_TOKENS``."""
+        """The run's billed usage so far, replacing the last reading (a cost
+        of None keeps the last cost; the context reading stays). Saturates as
+        ``TokenUsage`` sums do: a reading made of several counts (input plus
+        cache reads plus cache writes) may add up past ``MAX_TOKENS``."""
+        old = self.usage
         if cost is None:
-            cost = self.usage.cost
+            cost = old.cost
         self.usage = TokenUsage(
-            min(input_tokens, MAX_TOKENS), min(output_tokens, MAX_TOKENS), cost
+            min(input_tokens, MAX_TOKENS),
+            min(output_tokens, MAX_TOKENS),
+            cost,
+            old.context_used,
+            old.context_size,
+        )
+        self.emit(UsageEvent(self.usage))
+
+    def set_context(self, used: int | None, size: int | None) -> None:
+        """The context window's occupancy and size, as last read (not tokens
+        spent: the billed counts stay as they are)."""
+        old = self.usage
+        self.usage = TokenUsage(
+            old.input_tokens, old.output_tokens, old.cost, used, size
         )
         self.emit(UsageEvent(self.usage))
 

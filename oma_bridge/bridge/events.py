@@ -84,7 +84,9 @@ class PlanEvent(NamedTuple):
 
 
 class UsageEvent(NamedTuple):
-    """Tokens spent so far in this run."""
+    """Tokens billed so far in this run, its cost, and the context window as
+    last read (``TokenUsage``). A stream's last usage event agrees with its
+    result's ``token_usage``."""
 
     usage: TokenUsage
     type: Literal["usage"] = "usage"

@@ -78,7 +78,7 @@ def add_agent_options(
         "--acp",
         metavar='"CMD ARGS"',
         help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
-        '"npx @zed-industries/codex-acp", "gemini --acp")',
+        '"npx -y @agentclientprotocol/codex-acp", "gemini --acp")',
     )
     which.add_argument(
         "--agent",

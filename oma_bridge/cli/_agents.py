@@ -224,8 +224,19 @@ def _command_line(known: Preset) -> str:
     return line
 
 
+def _as_installed(known: Preset) -> Preset:
+    """``known`` with the command that would run here (an older name of a
+    renamed adapter, when only that one is installed)."""
+    command = known.installed_command(os.environ.get("PATH"))
+    if command == known.command:
+        return known
+    import dataclasses
+
+    return dataclasses.replace(known, command=command)
+
+
 def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
-    entries = _entries()
+    entries = [(name, kind, _as_installed(known)) for name, kind, known in _entries()]
     paths = {known.command: _which(known.command) for _, _, known in entries}
     versions, logged_in = _probe_all(entries, paths, timeout, check_login)
     rows = []

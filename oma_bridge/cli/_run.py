@@ -296,6 +296,7 @@ def _result_json(result: AgentRunResult) -> dict[str, JSONValue]:
                 "title": call.title,
                 "kind": call.kind,
                 "status": call.status,
+                **({"error": call.error} if call.error is not None else {}),
             }
             for call in result.tool_calls
         ],
@@ -358,7 +359,12 @@ def _exit_status(
         return status
     error = _refusal(result.error, env)
     message = error_message(error) if error is not None else "the agent failed"
-    if status == EXIT_NOT_FOUND and isinstance(error, BackendStartError) and agent:
+    if (
+        status == EXIT_NOT_FOUND
+        and isinstance(error, BackendStartError)
+        and agent
+        and error.searched_path is not None  # not found on PATH, not failing
+    ):
         message += install_hint(agent, error.command)
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]

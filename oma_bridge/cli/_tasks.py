@@ -49,7 +49,7 @@ example file (tasks.toml):
   capabilities = ["write"]
 
   [agents.reviewer]
-  acp = "npx @zed-industries/codex-acp"
+  acp = "npx -y @agentclientprotocol/codex-acp"
   permission = "read-only"
 
   [[tasks]]

@@ -143,6 +143,15 @@ EXPECTED = {
         tool_output="42 README.md\n",
         usage=TokenUsage(1200 + 9000 + 300 + 150 + 10400, 80 + 10 + 12, 0.0053),
     ),
+    "copilot-json": Expected(  # recorded from Copilot CLI 1.0.102, offline
+        output=ANSWER,
+        text=ANSWER,
+        thought="",
+        tool=("call_1", "bash", "execute"),
+        tool_output="42 README.md\n<shellId: 0 completed with exit code 0>",
+        # No billed tokens in this mode; the context reading of its tool call.
+        usage=TokenUsage(0, 0, None, 10641, 128000),
+    ),
     "goose-stream-json": Expected(
         output="I'll count the lines. " + ANSWER,
         text="I'll count the lines. " + ANSWER,
@@ -163,6 +172,7 @@ ERRORS = {
     "gemini-stream-json": "API key not valid",
     "opencode-json": "Invalid API key",
     "goose-stream-json": "Authentication failed",
+    "copilot-json": "Authentication failed with provider",
 }
 
 
@@ -208,6 +218,8 @@ def test_a_recorded_stream_gives_text_thoughts_tools_usage_and_answer(
     assert parser.usage.input_tokens == want.usage.input_tokens
     assert parser.usage.output_tokens == want.usage.output_tokens
     assert parser.usage.cost == pytest.approx(want.usage.cost)
+    assert parser.usage.context_used == want.usage.context_used
+    assert parser.usage.context_size == want.usage.context_size
     usage_events = of(events, UsageEvent)
     if want.usage != TokenUsage():
         assert usage_events[-1].usage == parser.usage
@@ -387,6 +399,7 @@ FAILED_TOOL = {
         '"status":"error","error":{"message":"denied"},"output"',
     ),
     "opencode-json": ('"state":{"status":"completed"', '"state":{"status":"error"'),
+    "copilot-json": ('"success":true', '"success":false,"error":{"message":"denied"}'),
     "goose-stream-json": (
         '"toolResult":{"status":"success"',
         '"toolResult":{"status":"error"',
@@ -498,3 +511,17 @@ def test_a_number_no_float_holds_is_null_in_what_the_parser_keeps(
     (call,) = of(events, ToolCallEvent)
     assert call.raw_input == {"n": None, "ok": 0.5}
     json.dumps([e._asdict() for e in events], allow_nan=False)
+
+
+def test_copilot_usage_events_count_where_a_version_writes_them() -> None:
+    # assistant.usage is in the event types Copilot CLI ships
+    # (session-events.d.ts: inputTokens, outputTokens, a billing multiplier as
+    # cost); 1.0.102 writes none with --output-format json.
+    usage = (
+        b'{"type":"assistant.usage","data":{"model":"m","inputTokens":11,'
+        b'"outputTokens":7,"cost":1}}\n'
+    )
+    parser, events = parse("copilot-json", usage + usage + stream("copilot-json"))
+    assert parser.unknown == 0
+    assert parser.usage == TokenUsage(22, 14, None, 10641, 128000)
+    assert of(events, UsageEvent)[-1].usage == parser.usage

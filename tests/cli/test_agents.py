@@ -93,6 +93,13 @@ def test_one_installed_agent_shows_its_version_and_path(home: Path) -> None:
     assert "sk-test" not in plain  # names only, never values
 
 
+def test_the_adapters_old_name_installed_counts_for_its_preset(home: Path) -> None:
+    script = stand_in(home, "claude-code-acp", 'echo "0.16.2"')
+    claude = rows(home)["claude-acp"]
+    assert (claude["installed"], claude["path"]) == (True, str(script))
+    assert claude["command_line"] == "claude-code-acp"
+
+
 def test_a_version_that_hangs_is_killed_and_left_blank(home: Path) -> None:
     pid_file = home / "pid"
     stand_in(home, "codex", f"echo $$ > {pid_file}; exec /bin/sleep 60")

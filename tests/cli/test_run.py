@@ -346,6 +346,7 @@ def test_output_format_parses_a_process_agents_json_stream() -> None:
     assert result["output"] == "README.md has 42 lines."
     assert result["token_usage"] == {
         "input_tokens": 25612, "output_tokens": 140, "cost": 0.0123456,
+        "context_used": None, "context_size": None,
     }  # fmt: skip
     assert [t["title"] for t in result["tool_calls"]] == ["Bash"]
     # Without the option stdout is the reply, as it came.

@@ -197,7 +197,10 @@ depends_on = ["draft"]
     draft, check = result["tasks"]
     # The configured output_format applies: the stream was parsed.
     assert draft["output"] == "done: write it"
-    assert draft["usage"] == {"input_tokens": 600, "output_tokens": 100, "cost": 0.25}
+    assert draft["usage"] == {
+        "input_tokens": 600, "output_tokens": 100, "cost": 0.25,
+        "context_used": None, "context_size": None,
+    }  # fmt: skip
     assert check["output"] == "checked"
     assert result["usage"]["cost"] == 0.25
 

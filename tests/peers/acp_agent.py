@@ -26,6 +26,8 @@ twice answers it twice.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
+  billed:IN[:OUT] (an empty message chunk with _meta.usage, as qwen --acp)
+  answerusage:IN[:OUT] (the prompt's answer carries this usage, even cancelled)
   stop:REASON  perm:KIND  read:PATH[:LINE:LIMIT]  write:PATH:TEXT
   term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
   cancelperm:KIND (like slow, but asks permission after session/cancel)
@@ -54,6 +56,7 @@ _next_id = 1000
 _backlog: list[dict] = []
 _late: list[tuple[str, str]] = []  # (command, text) sent after the prompt's answer
 _reply_shape: list[tuple[str, str]] = []  # how to answer the prompt (hostile)
+_answer_usage: list[dict] = []  # the usage the prompt's answer carries
 CWD = os.getcwd()  # the last session's cwd
 
 
@@ -293,6 +296,22 @@ def prompt_turn(sid: str, text: str) -> str:
             if cost:
                 upd["cost"] = {"amount": float(cost), "currency": "USD"}
             update(sid, upd)
+        elif name == "answerusage":  # the answer's usage, e.g. when cancelled
+            tokens, _, out = arg.partition(":")
+            _answer_usage[:] = [
+                {"inputTokens": int(tokens), "outputTokens": int(out or 0)}
+            ]
+        elif name == "billed":  # one model request's tokens, as qwen --acp says
+            tokens, _, out = arg.partition(":")
+            usage = {"inputTokens": int(tokens), "outputTokens": int(out or 0)}
+            update(
+                sid,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": ""},
+                    "_meta": {"usage": usage},
+                },
+            )
         elif name == "kinds":
             for i, upd in enumerate(kinds(CWD)):
                 update(sid, upd, {"trace": f"n{i}"} if i % 2 else None)
@@ -583,6 +602,8 @@ def main() -> None:
                 b.get("text", "") for b in params["prompt"] if b.get("type") == "text"
             )
             result = {"stopReason": prompt_turn(params["sessionId"], text)}
+            if _answer_usage:
+                result["usage"] = _answer_usage.pop()
         else:
             error = {"code": -32601, "message": f"Method not found: {method}"}
         reply: dict = {"jsonrpc": "2.0", "id": mid}

@@ -20,7 +20,7 @@ import anyio
 
 from ..._os.child import Child
 from ..._os.command import child_env, resolve_executable
-from ..._os.exit import StderrTail, exit_error, held_open
+from ..._os.exit import StderrTail, exit_error, held_open, install_failure
 from ..._os.fdstream import (
     READ_AHEAD_LIMIT,
     STALL_TIMEOUT,
@@ -63,8 +63,7 @@ class SessionState:
     id: str = ""
     used: bool = False  # a run has prompted it
     system_prompt_sent: bool = False  # ACP has none: the first prompt carried it
-    last_used: int = 0  # cumulative usage_update.used at the end of the last turn
-    last_cost: float | None = None
+    last_cost: float | None = None  # the cumulative cost at the last turn's end
 
 
 class AgentProcess:
@@ -331,7 +330,6 @@ class AgentProcess:
             raise
         finally:
             self.replay = None
-        self.session.last_used = replay.turn.used or 0
         self.session.last_cost = replay.turn.cost
         await self._configure(result)
         return replay.result(session_id, how)
@@ -396,6 +394,16 @@ class AgentProcess:
             self.replay.feed(update)
         elif run is not None:
             run.turn.feed(update)
+
+    def tool_not_run(self, params: dict[str, JSONValue], why: str) -> None:
+        """A permission request of the turn's allowed nothing: the turn
+        records its tool call (``params["toolCall"]``) as failed, ``why``."""
+        run = self._run() if self._run is not None else None
+        if run is None or params.get("sessionId") != self.session_id:
+            return
+        tool_call = params.get("toolCall")
+        if isinstance(tool_call, dict):
+            run.turn.tool_not_run(tool_call, why)
 
     async def pass_updates(self) -> None:
         """Await ``config.on_update`` for the updates read so far, in order."""
@@ -550,7 +558,10 @@ class AgentProcess:
                         await conn.cancel_request(request_id)
                 while not conn.has_response(prompt_id):
                     await conn.pump()
-                await conn.wait_response(prompt_id)
+                answer = await conn.wait_response(prompt_id)
+                run = self._run() if self._run is not None else None
+                if run is not None:
+                    run.turn.answer = answer  # the tokens it billed, if it says
                 if self.raw_updates:
                     await self.pass_updates()  # what it sent before ending the turn
                 return True
@@ -622,9 +633,11 @@ class AgentProcess:
             if self.reader is not None and self.reader.held_open:
                 left = held_open("stdout", self.config.kill_grace)
                 logger.warning("ACP agent %r: %s", self.config.command, left)
-            return exit_error(
-                self.config.command, child.reap(), self.stderr_text(), left_behind=left
-            )
+            code, tail = child.reap(), self.stderr_text()
+            argv = (self.config.command, *self.config.args)
+            if code != 0 and (reason := install_failure(argv, tail)) is not None:
+                return BackendStartError(self.config.command, reason=reason)
+            return exit_error(self.config.command, code, tail, left_behind=left)
         tail = self.stderr_text().strip()
         if not tail:
             return exc

@@ -48,11 +48,12 @@ _MAX_METHODS = 20
 #: How each known agent is logged in to by hand (by its command or package name).
 LOGIN_COMMANDS: Mapping[str, str] = {
     "claude-agent-acp": "claude, then /login",
+    "claude-code-acp": "claude, then /login",  # its name before the rename
     "codex-acp": "codex login",
     "gemini": "gemini, then choose a login",
 }
 
-_CLAUDE = "claude-agent-acp"
+_CLAUDE = frozenset({"claude-agent-acp", "claude-code-acp"})  # and its old name
 #: What claude-agent-acp answers when the Claude Code it runs refused root.
 _CLOSED = "Query closed before response received"
 
@@ -259,7 +260,7 @@ def refuses_root(config: AcpBackendConfig, env: Mapping[str, str]) -> bool:
     the Claude Code it runs then exits ("cannot be used with root/sudo
     privileges") and the session fails with "Query closed before response
     received"."""
-    if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX") == "1":
+    if agent_name(config) not in _CLAUDE or env.get("IS_SANDBOX") == "1":
         return False
     return hasattr(os, "geteuid") and os.geteuid() == 0
 

@@ -17,11 +17,18 @@ from typing import TYPE_CHECKING, final
 
 import anyio
 
+from ..._os.redact import redact
 from ...bridge import RemoteError
 from ..rpc import Params, RequestError, Router, invalid_params, methods as m
 from ._elicitation import CANCEL, answer_of, elicit, elicitation_request
 from ._files import FileAccessError, FileServiceError, MissingFile, SandboxError
-from ._permissions import CANCELLED_OUTCOME, decide, outcome, permission_request
+from ._permissions import (
+    CANCELLED_OUTCOME,
+    allowed,
+    decide,
+    outcome,
+    permission_request,
+)
 from ._terminals import TerminalError, TerminalStartError, UnknownTerminal
 
 if TYPE_CHECKING:
@@ -162,14 +169,33 @@ class _ClientRoutes:
     # -- session/request_permission ---------------------------------------------------
 
     async def _permission(self, params: Params) -> JSONValue:
+        """The answer to ``session/request_permission``. One that allows
+        nothing (refused, cancelled, or the request failed) is told to the
+        turn, which records the tool call as failed if the agent reported
+        none of its own (gemini --acp describes a call only here)."""
         if self.side.cancelling:
             # ACP (prompt turn, cancellation): after session/cancel the client
             # MUST answer pending permission requests with `cancelled`; no
             # policy, callback or delegate may approve anything any more.
+            self.side.tool_not_run(params.raw, "cancelled: the turn was cancelled")
             return CANCELLED_OUTCOME
+        try:
+            reply, why = await self._answer(params)
+        except Exception as exc:
+            failed = redact(f"the permission request failed: {exc}")
+            self.side.tool_not_run(params.raw, failed)
+            raise
+        options = params.raw.get("options")
+        offered = options if isinstance(options, list) else []
+        if not allowed(reply, tuple(o for o in offered if isinstance(o, dict))):
+            self.side.tool_not_run(params.raw, why)
+        return reply
+
+    async def _answer(self, params: Params) -> tuple[JSONValue, str]:
+        """The answer, and why (should it allow nothing)."""
         request = permission_request(params)
         config = self.config
-        answer = await decide(
+        answer, why = await decide(
             config.permission,
             request,
             time_limit=config.permission_timeout,
@@ -178,8 +204,8 @@ class _ClientRoutes:
         if answer is None and config.delegate is not None:
             result = await self._delegated(m.SESSION_REQUEST_PERMISSION, params.raw)
             if result is not None:
-                return result
-        return outcome(False if answer is None else answer, request)
+                return result, "not allowed by the delegate"
+        return outcome(False if answer is None else answer, request), why
 
     # -- elicitation/create -----------------------------------------------------------
 

@@ -32,7 +32,7 @@ from collections import deque
 from typing import TYPE_CHECKING, final
 
 from ..._os.child import Child, end_stop, wait_exits_blocking
-from ..._os.command import resolve_executable
+from ..._os.command import resolve_executable, with_pwd
 from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
 from ..._os.redact import redact, secret_values
 from ..._os.screen import MAX_COLUMNS, Screen
@@ -168,7 +168,10 @@ class PtySession:
         try:
             self.child = Child(
                 argv,
-                env=self._env,
+                # The interpreter changes directories; PWD says where it went.
+                env=self._env
+                if config.cwd is None
+                else with_pwd(self._env, config.cwd),
                 cwd=None,
                 pipe_stdin=False,
                 terminal=os.ttyname(slave),

@@ -232,6 +232,10 @@ def test_known_agents_and_their_login_commands() -> None:
         "codex-acp"
     )
     assert agent_name(config("/x/.bin/claude-agent-acp")) == "claude-agent-acp"
+    # The current package, and the adapter's name before its rename.
+    current = config("npx", "-y", "@agentclientprotocol/claude-agent-acp@0.85.1")
+    assert agent_name(current) == "claude-agent-acp"
+    assert agent_name(config("claude-code-acp")) == "claude-code-acp"
     assert agent_name(config("gemini", "--acp")) == "gemini"
     assert agent_name(config("my-agent")) is None
     error = AuthRequiredError(
@@ -277,6 +281,8 @@ def test_claude_agent_acp_refuses_root_unless_is_sandbox_is_1() -> None:
     assert refuses_root(claude, {"IS_SANDBOX": "yes"})  # "1" only, as Claude Code
     assert not refuses_root(claude, {"IS_SANDBOX": "1"})
     assert not refuses_root(AcpBackendConfig(command="codex-acp"), {})
+    old = AcpBackendConfig(command="claude-code-acp")  # before the rename
+    assert refuses_root(old, {})
 
 
 async def test_a_claude_agent_acp_refusing_root_gets_the_hint(tmp_path) -> None:
