@@ -76,7 +76,9 @@ def listed(path: str, as_json: bool) -> tuple[int, bytes, str]:
         contextlib.redirect_stdout(stdout),
         contextlib.redirect_stderr(err),
     ):
-        status = _list(argparse.Namespace(json=as_json, agent=None, acp=None, process=None))
+        status = _list(
+            argparse.Namespace(json=as_json, agent=None, acp=None, process=None)
+        )
         stdout.flush()
     return status, out.getvalue(), err.getvalue()
 
