@@ -1,0 +1,160 @@
+"""How each real agent is pointed at the stub, in a scratch HOME, and what its
+tools are called: one ``Route`` per path (a preset), so a test is written once
+for all of them.
+
+Every route runs the preset's own command line; what differs is only its
+environment and the config files in its HOME (no real login can leak in: HOME,
+the XDG directories and every credential variable are replaced or removed).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Credentials and endpoints a developer's shell may hold; never inherited.
+SCRUB = (
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDECODE", "CLAUDE_CONFIG_DIR",
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "CODEX_HOME",
+    "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_GEMINI_BASE_URL", "GOOGLE_CLOUD_PROJECT", "GEMINI_MODEL",
+)  # fmt: skip
+
+KEY = "sk-stub-not-a-real-key"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """How the route's model calls a tool (its name and arguments, given the
+    workspace), and what the agent then reports: over ACP its ``kind``; in a
+    process stream a title holding ``title`` (default: the tool's name)."""
+
+    name: str
+    arguments: Callable[[Path], dict[str, Any]]
+    kind: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    id: str
+    preset: str
+    binary: str
+    setup: Callable[[Path, str, bool], dict[str, str]]
+    tools: dict[str, Tool]
+    acp: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    #: The model's tool-call id is the reported one (others mint their own).
+    keeps_call_id: bool = True
+    #: A read's reported output holds the file's text (gemini's is empty).
+    echoes_read: bool = True
+
+
+def _home_env(home: Path) -> dict[str, str]:
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+
+
+def claude_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    # Allowed, or print mode refuses them (and the ACP adapter asks).
+    settings = {"permissions": {"allow": ["Write", "Edit", "Bash"] if allow else []}}
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    return {
+        **_home_env(home),
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": KEY,
+        "IS_SANDBOX": "1",  # Claude Code refuses root otherwise
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
+def codex_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    # No bubblewrap here: commands run unsandboxed (the test's own tmp dir).
+    (codex_home / "config.toml").write_text(
+        'model = "gpt-5.5"\nmodel_provider = "stub"\n'
+        'sandbox_mode = "danger-full-access"\napproval_policy = "never"\n'
+        "[model_providers.stub]\n"
+        f'name = "stub"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
+        'env_key = "OPENAI_API_KEY"\nsupports_websockets = false\n'
+    )
+    return {**_home_env(home), "CODEX_HOME": str(codex_home), "OPENAI_API_KEY": KEY}
+
+
+def gemini_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        # "auto" first asks a router model, which a stub cannot answer.
+        "model": {"name": "gemini-2.5-flash"},
+        # Headless mode offers only read-only tools unless these are allowed.
+        "tools": {"allowed": ["write_file", "run_shell_command"] if allow else []},
+        "general": {"disableAutoUpdate": True},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return {
+        **_home_env(home),
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "GEMINI_API_KEY": KEY,
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+
+
+def git_workspace(ws: Path) -> None:
+    """codex exec runs only inside a Git repository."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+
+
+SHELL = "touch ran.txt"  # gemini's headless mode asks about a redirection
+CLAUDE_TOOLS = {
+    "read": Tool("Read", lambda ws: {"file_path": str(ws / "notes.txt")}, "read"),
+    "write": Tool("Write", lambda ws: {"file_path": str(ws / "out.txt"),
+                  "content": "written by the agent\n"}, "edit"),  # fmt: skip
+    "shell": Tool("Bash", lambda ws: {"command": SHELL,
+                  "description": "Mark the run"}, "execute"),  # fmt: skip
+}
+CODEX_TOOLS = {
+    "read": Tool("exec_command", lambda ws: {"cmd": "cat notes.txt"}, "read",
+                 "cat notes.txt"),  # fmt: skip
+    "write": Tool("exec_command",
+                  lambda ws: {"cmd": "printf 'written by the agent\\n' > out.txt"},
+                  "execute", "> out.txt"),  # fmt: skip
+    "shell": Tool("exec_command", lambda ws: {"cmd": SHELL}, "execute", SHELL),
+}
+GEMINI_TOOLS = {
+    "read": Tool("read_file", lambda ws: {"file_path": str(ws / "notes.txt")}, "read"),
+    "write": Tool("write_file", lambda ws: {"file_path": str(ws / "out.txt"),
+                  "content": "written by the agent\n"}, "edit"),  # fmt: skip
+    "shell": Tool("run_shell_command", lambda ws: {"command": SHELL}, "execute"),
+}
+
+ROUTES = {
+    r.id: r
+    for r in (
+        Route("claude", "claude", "claude", claude_setup, CLAUDE_TOOLS),
+        Route("claude-acp", "claude-acp", "claude-agent-acp", claude_setup,
+              CLAUDE_TOOLS, acp=True),
+        Route("codex", "codex", "codex", codex_setup, CODEX_TOOLS,
+              keeps_call_id=False),
+        Route("codex-acp", "codex-acp", "codex-acp", codex_setup, CODEX_TOOLS,
+              acp=True, keeps_call_id=False),
+        Route("gemini", "gemini", "gemini", gemini_setup, GEMINI_TOOLS,
+              echoes_read=False),
+        Route("gemini-acp", "gemini-acp", "gemini", gemini_setup, GEMINI_TOOLS,
+              acp=True, echoes_read=False),
+    )
+}  # fmt: skip
