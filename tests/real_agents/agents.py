@@ -81,13 +81,23 @@ def claude_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
 
 
 def codex_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    return _codex(home, url, pin=True)
+
+
+def codex_acp_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    # Pinning the policies would hide codex-acp's session modes.
+    return _codex(home, url, pin=False)
+
+
+def _codex(home: Path, url: str, *, pin: bool) -> dict[str, str]:
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     # No bubblewrap here: commands run unsandboxed (the test's own tmp dir).
+    policies = 'sandbox_mode = "danger-full-access"\napproval_policy = "never"\n'
     (codex_home / "config.toml").write_text(
         'model = "gpt-5.5"\nmodel_provider = "stub"\n'
-        'sandbox_mode = "danger-full-access"\napproval_policy = "never"\n'
-        "[model_providers.stub]\n"
+        + (policies if pin else "")
+        + "[model_providers.stub]\n"
         f'name = "stub"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
         'env_key = "OPENAI_API_KEY"\nsupports_websockets = false\n'
     )
@@ -127,12 +137,18 @@ CLAUDE_TOOLS = {
     "shell": Tool("Bash", lambda ws: {"command": SHELL,
                   "description": "Mark the run"}, "execute"),  # fmt: skip
 }
+CLAUDE_TOOLS["deny"] = CLAUDE_TOOLS["write"]
 CODEX_TOOLS = {
     "read": Tool("exec_command", lambda ws: {"cmd": "cat notes.txt"}, "read",
                  "cat notes.txt"),  # fmt: skip
     "write": Tool("exec_command",
                   lambda ws: {"cmd": "printf 'written by the agent\\n' > out.txt"},
                   "execute", "> out.txt"),  # fmt: skip
+    # Asking to leave the sandbox: codex-acp's read-only mode then asks first.
+    "deny": Tool("exec_command", lambda ws: {
+        "cmd": "printf 'written by the agent\\n' > out.txt",
+        "sandbox_permissions": "require_escalated", "justification": "Write out.txt",
+    }, "execute", "> out.txt"),  # fmt: skip
     "shell": Tool("exec_command", lambda ws: {"cmd": SHELL}, "execute", SHELL),
 }
 GEMINI_TOOLS = {
@@ -141,6 +157,7 @@ GEMINI_TOOLS = {
                   "content": "written by the agent\n"}, "edit"),  # fmt: skip
     "shell": Tool("run_shell_command", lambda ws: {"command": SHELL}, "execute"),
 }
+GEMINI_TOOLS["deny"] = GEMINI_TOOLS["write"]
 
 ROUTES = {
     r.id: r
@@ -150,8 +167,8 @@ ROUTES = {
               CLAUDE_TOOLS, acp=True),
         Route("codex", "codex", "codex", codex_setup, CODEX_TOOLS,
               keeps_call_id=False),
-        Route("codex-acp", "codex-acp", "codex-acp", codex_setup, CODEX_TOOLS,
-              acp=True, keeps_call_id=False),
+        Route("codex-acp", "codex-acp", "codex-acp", codex_acp_setup, CODEX_TOOLS,
+              acp=True, keeps_call_id=False, options={"mode": "full-access"}),
         Route("gemini", "gemini", "gemini", gemini_setup, GEMINI_TOOLS,
               echoes_read=False),
         Route("gemini-acp", "gemini-acp", "gemini", gemini_setup, GEMINI_TOOLS,

@@ -55,8 +55,7 @@ class World:
             cwd=str(self.workspace),
             timeout=90,
             kill_grace=2,
-            **self.route.options,
-            **options,
+            **{**self.route.options, **options},
         )
 
 
