@@ -53,6 +53,10 @@ class Route:
     keeps_call_id: bool = True
     #: A read's reported output holds the file's text (gemini's is empty).
     echoes_read: bool = True
+    #: Options of the refused-write case (a session mode that asks first).
+    deny_options: dict[str, Any] = field(default_factory=dict)
+    #: Runs only on Node 22 or newer (the npm package node@22 gives it one).
+    node22: bool = False
 
 
 def _home_env(home: Path) -> dict[str, str]:
@@ -124,6 +128,34 @@ def gemini_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
     }
 
 
+def qwen_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    return _qwen(home, url, approval="yolo" if allow else None)
+
+
+def qwen_acp_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    return _qwen(home, url, approval=None)  # the ACP client answers each ask
+
+
+def _qwen(home: Path, url: str, *, approval: str | None) -> dict[str, str]:
+    settings: dict[str, Any] = {
+        "security": {"auth": {"selectedType": "openai"}},
+        # Else it asks the model once more after each turn, to save memories.
+        "memory": {"enableManagedAutoMemory": False},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    if approval:
+        # Headless mode refuses writes and commands in its default mode.
+        settings["tools"] = {"approvalMode": approval}
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    return {
+        **_home_env(home),
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": KEY,
+        "OPENAI_MODEL": "qwen3-coder-plus",
+    }
+
+
 def git_workspace(ws: Path) -> None:
     """codex exec runs only inside a Git repository."""
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
@@ -158,6 +190,7 @@ GEMINI_TOOLS = {
     "shell": Tool("run_shell_command", lambda ws: {"command": SHELL}, "execute"),
 }
 GEMINI_TOOLS["deny"] = GEMINI_TOOLS["write"]
+QWEN_TOOLS = dict(GEMINI_TOOLS)  # Qwen Code is a fork of Gemini CLI
 
 ROUTES = {
     r.id: r
@@ -168,10 +201,16 @@ ROUTES = {
         Route("codex", "codex", "codex", codex_setup, CODEX_TOOLS,
               keeps_call_id=False),
         Route("codex-acp", "codex-acp", "codex-acp", codex_acp_setup, CODEX_TOOLS,
-              acp=True, keeps_call_id=False, options={"mode": "full-access"}),
+              acp=True, keeps_call_id=False, options={"mode": "full-access"},
+              deny_options={"mode": "read-only"}),
         Route("gemini", "gemini", "gemini", gemini_setup, GEMINI_TOOLS,
               echoes_read=False),
         Route("gemini-acp", "gemini-acp", "gemini", gemini_setup, GEMINI_TOOLS,
               acp=True, echoes_read=False),
+        Route("qwen", "qwen", "qwen", qwen_setup, QWEN_TOOLS, node22=True),
+        # Its default mode, "auto", writes in the workspace without asking.
+        Route("qwen-acp", "qwen-acp", "qwen", qwen_acp_setup, QWEN_TOOLS,
+              acp=True, node22=True, echoes_read=False,
+              deny_options={"mode": "default"}),
     )
 }  # fmt: skip

@@ -4,6 +4,7 @@ sees it gone)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,9 @@ class World:
         ``allow``: the agent's own settings allow writes and commands."""
         assert self.stub is not None, "serve() first"
         env = self.route.setup(self.home, self.stub.url, allow)
+        if self.route.node22:
+            node = self.node_modules / "node" / "bin"
+            env["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
         env.update(options.pop("env", {}))
         return preset(
             self.route.preset,
@@ -78,6 +82,8 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     binary = modules / ".bin" / route.binary
     if not binary.exists():
         pytest.skip(f"{route.binary} is not installed under {modules}")
+    if route.node22 and not (modules / "node" / "bin" / "node").exists():
+        pytest.skip(f"{route.binary} needs Node 22: node@22 is not installed under {modules}")
     ws, home, scratch = tmp_path / "ws", tmp_path / "home", tmp_path / "stub"
     for d in (ws, home, scratch):
         d.mkdir()

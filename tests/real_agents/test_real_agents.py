@@ -78,8 +78,8 @@ async def play(world: World, case: str, **options: Any) -> Outcome:
         git_workspace(world.workspace)
     if world.route.acp:
         options.setdefault("permission", "reject" if case == "deny" else "auto-approve")
-    if case == "deny" and world.route.id == "codex-acp":
-        options.setdefault("mode", "read-only")
+    if case == "deny":
+        options = {**world.route.deny_options, **options}
     config = world.config(allow=case != "deny", **options)
     usage: list[UsageEvent] = []
     result: AgentRunResult | None = None
@@ -132,9 +132,9 @@ def the_calls(world: World, o: Outcome, case: str) -> tuple[ToolCallRecord, ...]
 
 
 ALL = sorted(ROUTES)
-#: Where refusing is cheap: the ACP client rejects; Claude Code's print mode
-#: refuses what its settings do not allow.
-DENY = sorted(r for r in ROUTES if ROUTES[r].acp or r == "claude")
+#: Where refusing is cheap: the ACP client rejects; Claude Code's and Qwen
+#: Code's headless modes refuse what their settings do not allow.
+DENY = sorted(r for r in ROUTES if ROUTES[r].acp or r in ("claude", "qwen"))
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
@@ -160,8 +160,9 @@ async def test_reads_writes_and_runs(world: World, anyio_backend: str) -> None:
     assert (world.workspace / "ran.txt").exists()
 
 
-#: Routes whose agent ends the turn at a refusal, without answering.
-STOPS_AT_REFUSAL = {"codex-acp"}
+#: Routes whose agent ends the turn at a refusal, without asking the model
+#: again (codex-acp as cancelled, qwen --acp as an ended turn).
+STOPS_AT_REFUSAL = {"codex-acp", "qwen-acp"}
 #: A refused call that leaves no record today (issue 20).
 VANISHES = {
     "gemini-acp": "gemini --acp describes the call only in its permission "
@@ -177,8 +178,8 @@ async def test_permission_denied_writes_nothing(world: World, anyio_backend: str
     o = await outcome(world, "deny")
     assert not (world.workspace / "out.txt").exists()
     if world.route.id in STOPS_AT_REFUSAL:
-        assert not o.result.success
-        assert o.result.aborted, o.result
+        assert len(o.requests) == 1, paths(o)
+        assert o.result.output == "", o.result
     else:
         answered(o, "deny")
 
@@ -207,6 +208,9 @@ WRONG_TOTAL = {
     "occupancy), which is read as input tokens, and no output tokens",
     "gemini-acp": "gemini --acp puts the turn's tokens in the prompt reply's "
     "_meta.quota.token_count, which is not read: 0/0",
+    "qwen-acp": "qwen --acp puts each request's tokens in agent_message_chunk "
+    "_meta.usage, which is not read; usage_update.used (the context's "
+    "occupancy) is read as input tokens, and no output tokens",
 }
 WRONG_STREAM = {
     "claude-acp": "claude-agent-acp's usage_update carries the cost only: the "
