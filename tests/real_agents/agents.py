@@ -55,6 +55,10 @@ class Route:
     echoes_read: bool = True
     #: Options of the refused-write case (a session mode that asks first).
     deny_options: dict[str, Any] = field(default_factory=dict)
+    #: More to match on in each scripted request (to tell the turn's requests
+    #: from an agent's own side requests), and the answer to those.
+    match: dict[str, Any] = field(default_factory=dict)
+    side_reply: str | None = None
     #: Runs only on Node 22 or newer (the npm package node@22 gives it one).
     node22: bool = False
 
@@ -156,6 +160,29 @@ def _qwen(home: Path, url: str, *, approval: str | None) -> dict[str, str]:
     }
 
 
+def opencode_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "stub/stub-model",
+        "provider": {"stub": {
+            "npm": "@ai-sdk/openai-compatible", "name": "Stub",
+            "options": {"baseURL": f"{url}/v1", "apiKey": KEY},
+            "models": {"stub-model": {"name": "Stub model"}},
+        }},
+        "autoupdate": False,
+        "share": "disabled",
+        "permission": {"edit": "allow", "bash": "allow"} if allow
+        else {"edit": "ask", "bash": "ask"},
+    }  # fmt: skip
+    (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(config))
+    return {
+        **_home_env(home),
+        **{f"OPENCODE_DISABLE_{n}": "1" for n in
+           ("MODELS_FETCH", "AUTOUPDATE", "DEFAULT_PLUGINS", "LSP_DOWNLOAD", "SHARE")},
+    }  # fmt: skip
+
+
 def git_workspace(ws: Path) -> None:
     """codex exec runs only inside a Git repository."""
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
@@ -191,6 +218,16 @@ GEMINI_TOOLS = {
 }
 GEMINI_TOOLS["deny"] = GEMINI_TOOLS["write"]
 QWEN_TOOLS = dict(GEMINI_TOOLS)  # Qwen Code is a fork of Gemini CLI
+OPENCODE_TOOLS = {
+    "read": Tool("read", lambda ws: {"filePath": str(ws / "notes.txt")}, "read"),
+    "write": Tool("write", lambda ws: {"filePath": str(ws / "out.txt"),
+                  "content": "written by the agent\n"}, "edit"),  # fmt: skip
+    "shell": Tool("bash", lambda ws: {"command": SHELL,
+                  "description": "Mark the run"}, "execute"),  # fmt: skip
+}
+OPENCODE_TOOLS["deny"] = OPENCODE_TOOLS["write"]
+#: OpenCode asks the model for a session title first, with no tools offered.
+OPENCODE = {"match": {"toolName": "bash"}, "side_reply": "Stub title"}
 
 ROUTES = {
     r.id: r
@@ -212,5 +249,9 @@ ROUTES = {
         Route("qwen-acp", "qwen-acp", "qwen", qwen_acp_setup, QWEN_TOOLS,
               acp=True, node22=True, echoes_read=False,
               deny_options={"mode": "default"}),
+        Route("opencode", "opencode", "opencode", opencode_setup, OPENCODE_TOOLS,
+              **OPENCODE),
+        Route("opencode-acp", "opencode-acp", "opencode", opencode_setup,
+              OPENCODE_TOOLS, acp=True, **OPENCODE),
     )
 }  # fmt: skip

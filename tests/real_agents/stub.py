@@ -38,10 +38,12 @@ def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
     }
 
 
-def text(marker: str, reply: str, tokens: tuple[int, int]) -> list[dict[str, Any]]:
+def text(
+    marker: str, reply: str, tokens: tuple[int, int], **match: Any
+) -> list[dict[str, Any]]:
     """A turn answered with ``reply`` at once."""
-    return [{"match": {"userMessage": marker}, "response": {"content": reply,
-             "usage": usage(*tokens)}}]  # fmt: skip
+    return [{"match": {"userMessage": marker, **match}, "response": {
+             "content": reply, "usage": usage(*tokens)}}]  # fmt: skip
 
 
 def tools(
@@ -49,18 +51,19 @@ def tools(
     calls: list[tuple[str, str, dict[str, Any]]],
     reply: str,
     tokens: list[tuple[int, int]],
+    **match: Any,
 ) -> list[dict[str, Any]]:
     """A turn that calls each tool of ``calls`` (id, name, arguments) in turn,
     one per request, then answers ``reply``; request ``i`` bills
     ``tokens[i]``. Step ``i`` is the request holding ``i`` assistant messages
-    (aimock's ``turnIndex``, strict: see ``start``)."""
+    (aimock's ``turnIndex``, strict: see ``start``); ``match`` adds fields."""
     steps: list[dict[str, Any]] = [
         {"toolCalls": [{"id": i, "name": n, "arguments": a}]} for i, n, a in calls
     ]
     steps.append({"content": reply})
     assert len(tokens) == len(steps)
     return [
-        {"match": {"userMessage": marker, "turnIndex": i},
+        {"match": {"userMessage": marker, "turnIndex": i, **match},
          "response": {**step, "usage": usage(*tokens[i])}}
         for i, step in enumerate(steps)
     ]  # fmt: skip
