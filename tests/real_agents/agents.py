@@ -23,6 +23,8 @@ SCRUB = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "CODEX_HOME",
     "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
     "GOOGLE_GEMINI_BASE_URL", "GOOGLE_CLOUD_PROJECT", "GEMINI_MODEL",
+    "COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_PROVIDER_BASE_URL",
+    "COPILOT_PROVIDER_API_KEY", "COPILOT_MODEL",
 )  # fmt: skip
 
 KEY = "sk-stub-not-a-real-key"
@@ -59,6 +61,8 @@ class Route:
     #: from an agent's own side requests), and the answer to those.
     match: dict[str, Any] = field(default_factory=dict)
     side_reply: str | None = None
+    #: The agent's own notes may come before the reply, as message text.
+    notes: bool = False
     #: Runs only on Node 22 or newer (the npm package node@22 gives it one).
     node22: bool = False
 
@@ -183,6 +187,16 @@ def opencode_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
     }  # fmt: skip
 
 
+def copilot_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+    # A custom provider needs no GitHub login.
+    return {
+        **_home_env(home),
+        "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
+        "COPILOT_PROVIDER_API_KEY": KEY,
+        "COPILOT_MODEL": "gpt-4.1",
+    }
+
+
 def git_workspace(ws: Path) -> None:
     """codex exec runs only inside a Git repository."""
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
@@ -226,6 +240,14 @@ OPENCODE_TOOLS = {
                   "description": "Mark the run"}, "execute"),  # fmt: skip
 }
 OPENCODE_TOOLS["deny"] = OPENCODE_TOOLS["write"]
+COPILOT_TOOLS = {
+    "read": Tool("view", lambda ws: {"path": str(ws / "notes.txt")}, "read"),
+    "write": Tool("create", lambda ws: {"path": str(ws / "out.txt"),
+                  "file_text": "written by the agent\n"}, "edit"),  # fmt: skip
+    "shell": Tool("bash", lambda ws: {"command": SHELL,
+                  "description": "Mark the run"}, "execute"),  # fmt: skip
+}
+COPILOT_TOOLS["deny"] = COPILOT_TOOLS["write"]
 #: OpenCode asks the model for a session title first, with no tools offered.
 OPENCODE = {"match": {"toolName": "bash"}, "side_reply": "Stub title"}
 
@@ -253,5 +275,9 @@ ROUTES = {
               **OPENCODE),
         Route("opencode-acp", "opencode-acp", "opencode", opencode_setup,
               OPENCODE_TOOLS, acp=True, **OPENCODE),
+        Route("copilot", "copilot", "copilot", copilot_setup, COPILOT_TOOLS),
+        # It reports a file it created as a message: "Info: PATH".
+        Route("copilot-acp", "copilot-acp", "copilot", copilot_setup, COPILOT_TOOLS,
+              acp=True, notes=True),
     )
 }  # fmt: skip
