@@ -11,21 +11,38 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 #: Credentials and endpoints a developer's shell may hold; never inherited.
 SCRUB = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDECODE", "CLAUDE_CONFIG_DIR",
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "CODEX_HOME",
-    "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_GEMINI_BASE_URL", "GOOGLE_CLOUD_PROJECT", "GEMINI_MODEL",
-    "COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_PROVIDER_BASE_URL",
-    "COPILOT_PROVIDER_API_KEY", "COPILOT_MODEL",
-)  # fmt: skip
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDECODE",
+    "CLAUDE_CONFIG_DIR",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+    "CODEX_HOME",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_CLOUD_PROJECT",
+    "GEMINI_MODEL",
+    "COPILOT_GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "COPILOT_PROVIDER_BASE_URL",
+    "COPILOT_PROVIDER_API_KEY",
+    "COPILOT_MODEL",
+)
 
 KEY = "sk-stub-not-a-real-key"
 
@@ -168,23 +185,35 @@ def opencode_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
     config = {
         "$schema": "https://opencode.ai/config.json",
         "model": "stub/stub-model",
-        "provider": {"stub": {
-            "npm": "@ai-sdk/openai-compatible", "name": "Stub",
-            "options": {"baseURL": f"{url}/v1", "apiKey": KEY},
-            "models": {"stub-model": {"name": "Stub model"}},
-        }},
+        "provider": {
+            "stub": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Stub",
+                "options": {"baseURL": f"{url}/v1", "apiKey": KEY},
+                "models": {"stub-model": {"name": "Stub model"}},
+            }
+        },
         "autoupdate": False,
         "share": "disabled",
-        "permission": {"edit": "allow", "bash": "allow"} if allow
+        "permission": {"edit": "allow", "bash": "allow"}
+        if allow
         else {"edit": "ask", "bash": "ask"},
-    }  # fmt: skip
+    }
     (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
     (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(config))
     return {
         **_home_env(home),
-        **{f"OPENCODE_DISABLE_{n}": "1" for n in
-           ("MODELS_FETCH", "AUTOUPDATE", "DEFAULT_PLUGINS", "LSP_DOWNLOAD", "SHARE")},
-    }  # fmt: skip
+        **{
+            f"OPENCODE_DISABLE_{n}": "1"
+            for n in (
+                "MODELS_FETCH",
+                "AUTOUPDATE",
+                "DEFAULT_PLUGINS",
+                "LSP_DOWNLOAD",
+                "SHARE",
+            )
+        },
+    }
 
 
 def copilot_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
@@ -205,47 +234,81 @@ def git_workspace(ws: Path) -> None:
 SHELL = "touch ran.txt"  # gemini's headless mode asks about a redirection
 CLAUDE_TOOLS = {
     "read": Tool("Read", lambda ws: {"file_path": str(ws / "notes.txt")}, "read"),
-    "write": Tool("Write", lambda ws: {"file_path": str(ws / "out.txt"),
-                  "content": "written by the agent\n"}, "edit"),  # fmt: skip
-    "shell": Tool("Bash", lambda ws: {"command": SHELL,
-                  "description": "Mark the run"}, "execute"),  # fmt: skip
+    "write": Tool(
+        "Write",
+        lambda ws: {
+            "file_path": str(ws / "out.txt"),
+            "content": "written by the agent\n",
+        },
+        "edit",
+    ),
+    "shell": Tool(
+        "Bash", lambda ws: {"command": SHELL, "description": "Mark the run"}, "execute"
+    ),
 }
 CLAUDE_TOOLS["deny"] = CLAUDE_TOOLS["write"]
 CODEX_TOOLS = {
-    "read": Tool("exec_command", lambda ws: {"cmd": "cat notes.txt"}, "read",
-                 "cat notes.txt"),  # fmt: skip
-    "write": Tool("exec_command",
-                  lambda ws: {"cmd": "printf 'written by the agent\\n' > out.txt"},
-                  "execute", "> out.txt"),  # fmt: skip
+    "read": Tool(
+        "exec_command", lambda ws: {"cmd": "cat notes.txt"}, "read", "cat notes.txt"
+    ),
+    "write": Tool(
+        "exec_command",
+        lambda ws: {"cmd": "printf 'written by the agent\\n' > out.txt"},
+        "execute",
+        "> out.txt",
+    ),
     # Asking to leave the sandbox: codex-acp's read-only mode then asks first.
-    "deny": Tool("exec_command", lambda ws: {
-        "cmd": "printf 'written by the agent\\n' > out.txt",
-        "sandbox_permissions": "require_escalated", "justification": "Write out.txt",
-    }, "execute", "> out.txt"),  # fmt: skip
+    "deny": Tool(
+        "exec_command",
+        lambda ws: {
+            "cmd": "printf 'written by the agent\\n' > out.txt",
+            "sandbox_permissions": "require_escalated",
+            "justification": "Write out.txt",
+        },
+        "execute",
+        "> out.txt",
+    ),
     "shell": Tool("exec_command", lambda ws: {"cmd": SHELL}, "execute", SHELL),
 }
 GEMINI_TOOLS = {
     "read": Tool("read_file", lambda ws: {"file_path": str(ws / "notes.txt")}, "read"),
-    "write": Tool("write_file", lambda ws: {"file_path": str(ws / "out.txt"),
-                  "content": "written by the agent\n"}, "edit"),  # fmt: skip
+    "write": Tool(
+        "write_file",
+        lambda ws: {
+            "file_path": str(ws / "out.txt"),
+            "content": "written by the agent\n",
+        },
+        "edit",
+    ),
     "shell": Tool("run_shell_command", lambda ws: {"command": SHELL}, "execute"),
 }
 GEMINI_TOOLS["deny"] = GEMINI_TOOLS["write"]
 QWEN_TOOLS = dict(GEMINI_TOOLS)  # Qwen Code is a fork of Gemini CLI
 OPENCODE_TOOLS = {
     "read": Tool("read", lambda ws: {"filePath": str(ws / "notes.txt")}, "read"),
-    "write": Tool("write", lambda ws: {"filePath": str(ws / "out.txt"),
-                  "content": "written by the agent\n"}, "edit"),  # fmt: skip
-    "shell": Tool("bash", lambda ws: {"command": SHELL,
-                  "description": "Mark the run"}, "execute"),  # fmt: skip
+    "write": Tool(
+        "write",
+        lambda ws: {
+            "filePath": str(ws / "out.txt"),
+            "content": "written by the agent\n",
+        },
+        "edit",
+    ),
+    "shell": Tool(
+        "bash", lambda ws: {"command": SHELL, "description": "Mark the run"}, "execute"
+    ),
 }
 OPENCODE_TOOLS["deny"] = OPENCODE_TOOLS["write"]
 COPILOT_TOOLS = {
     "read": Tool("view", lambda ws: {"path": str(ws / "notes.txt")}, "read"),
-    "write": Tool("create", lambda ws: {"path": str(ws / "out.txt"),
-                  "file_text": "written by the agent\n"}, "edit"),  # fmt: skip
-    "shell": Tool("bash", lambda ws: {"command": SHELL,
-                  "description": "Mark the run"}, "execute"),  # fmt: skip
+    "write": Tool(
+        "create",
+        lambda ws: {"path": str(ws / "out.txt"), "file_text": "written by the agent\n"},
+        "edit",
+    ),
+    "shell": Tool(
+        "bash", lambda ws: {"command": SHELL, "description": "Mark the run"}, "execute"
+    ),
 }
 COPILOT_TOOLS["deny"] = COPILOT_TOOLS["write"]
 #: OpenCode asks the model for a session title first, with no tools offered.
@@ -255,29 +318,78 @@ ROUTES = {
     r.id: r
     for r in (
         Route("claude", "claude", "claude", claude_setup, CLAUDE_TOOLS),
-        Route("claude-acp", "claude-acp", "claude-agent-acp", claude_setup,
-              CLAUDE_TOOLS, acp=True),
-        Route("codex", "codex", "codex", codex_setup, CODEX_TOOLS,
-              keeps_call_id=False),
-        Route("codex-acp", "codex-acp", "codex-acp", codex_acp_setup, CODEX_TOOLS,
-              acp=True, keeps_call_id=False, options={"mode": "full-access"},
-              deny_options={"mode": "read-only"}),
-        Route("gemini", "gemini", "gemini", gemini_setup, GEMINI_TOOLS,
-              echoes_read=False),
-        Route("gemini-acp", "gemini-acp", "gemini", gemini_setup, GEMINI_TOOLS,
-              acp=True, echoes_read=False),
+        Route(
+            "claude-acp",
+            "claude-acp",
+            "claude-agent-acp",
+            claude_setup,
+            CLAUDE_TOOLS,
+            acp=True,
+        ),
+        Route("codex", "codex", "codex", codex_setup, CODEX_TOOLS, keeps_call_id=False),
+        Route(
+            "codex-acp",
+            "codex-acp",
+            "codex-acp",
+            codex_acp_setup,
+            CODEX_TOOLS,
+            acp=True,
+            keeps_call_id=False,
+            options={"mode": "full-access"},
+            deny_options={"mode": "read-only"},
+        ),
+        Route(
+            "gemini", "gemini", "gemini", gemini_setup, GEMINI_TOOLS, echoes_read=False
+        ),
+        Route(
+            "gemini-acp",
+            "gemini-acp",
+            "gemini",
+            gemini_setup,
+            GEMINI_TOOLS,
+            acp=True,
+            echoes_read=False,
+        ),
         Route("qwen", "qwen", "qwen", qwen_setup, QWEN_TOOLS, node22=True),
         # Its default mode, "auto", writes in the workspace without asking.
-        Route("qwen-acp", "qwen-acp", "qwen", qwen_acp_setup, QWEN_TOOLS,
-              acp=True, node22=True, echoes_read=False,
-              deny_options={"mode": "default"}),
-        Route("opencode", "opencode", "opencode", opencode_setup, OPENCODE_TOOLS,
-              **OPENCODE),
-        Route("opencode-acp", "opencode-acp", "opencode", opencode_setup,
-              OPENCODE_TOOLS, acp=True, **OPENCODE),
+        Route(
+            "qwen-acp",
+            "qwen-acp",
+            "qwen",
+            qwen_acp_setup,
+            QWEN_TOOLS,
+            acp=True,
+            node22=True,
+            echoes_read=False,
+            deny_options={"mode": "default"},
+        ),
+        Route(
+            "opencode",
+            "opencode",
+            "opencode",
+            opencode_setup,
+            OPENCODE_TOOLS,
+            **OPENCODE,
+        ),
+        Route(
+            "opencode-acp",
+            "opencode-acp",
+            "opencode",
+            opencode_setup,
+            OPENCODE_TOOLS,
+            acp=True,
+            **OPENCODE,
+        ),
         Route("copilot", "copilot", "copilot", copilot_setup, COPILOT_TOOLS),
         # It reports a file it created as a message: "Info: PATH".
-        Route("copilot-acp", "copilot-acp", "copilot", copilot_setup, COPILOT_TOOLS,
-              acp=True, notes=True),
+        Route(
+            "copilot-acp",
+            "copilot-acp",
+            "copilot",
+            copilot_setup,
+            COPILOT_TOOLS,
+            acp=True,
+            notes=True,
+        ),
     )
-}  # fmt: skip
+}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,6 +18,7 @@ from .agents import ROUTES, SCRUB, Route
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from oma_bridge.acp import AcpBackendConfig
     from oma_bridge.backends import ProcessBackendConfig
@@ -83,7 +83,9 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     if not binary.exists():
         pytest.skip(f"{route.binary} is not installed under {modules}")
     if route.node22 and not (modules / "node" / "bin" / "node").exists():
-        pytest.skip(f"{route.binary} needs Node 22: node@22 is not installed under {modules}")
+        pytest.skip(
+            f"{route.binary} needs Node 22: node@22 is not installed under {modules}"
+        )
     ws, home, scratch = tmp_path / "ws", tmp_path / "home", tmp_path / "stub"
     for d in (ws, home, scratch):
         d.mkdir()

@@ -42,8 +42,12 @@ def text(
     marker: str, reply: str, tokens: tuple[int, int], **match: Any
 ) -> list[dict[str, Any]]:
     """A turn answered with ``reply`` at once."""
-    return [{"match": {"userMessage": marker, **match}, "response": {
-             "content": reply, "usage": usage(*tokens)}}]  # fmt: skip
+    return [
+        {
+            "match": {"userMessage": marker, **match},
+            "response": {"content": reply, "usage": usage(*tokens)},
+        }
+    ]
 
 
 def tools(
@@ -63,10 +67,12 @@ def tools(
     steps.append({"content": reply})
     assert len(tokens) == len(steps)
     return [
-        {"match": {"userMessage": marker, "turnIndex": i, **match},
-         "response": {**step, "usage": usage(*tokens[i])}}
+        {
+            "match": {"userMessage": marker, "turnIndex": i, **match},
+            "response": {**step, "usage": usage(*tokens[i])},
+        }
         for i, step in enumerate(steps)
-    ]  # fmt: skip
+    ]
 
 
 @dataclass
@@ -105,11 +111,24 @@ def start(node_modules: Path, fixtures: list[dict[str, Any]], where: Path) -> St
     env = {**os.environ, "AIMOCK_STRICT_TURN_INDEX": "1"}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            ["node", str(cli), "-p", "0", "-h", "127.0.0.1", "-f", str(file),
-             "--log-level", "info"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, env=env,
-        )  # fmt: skip
+            [
+                "node",
+                str(cli),
+                "-p",
+                "0",
+                "-h",
+                "127.0.0.1",
+                "-f",
+                str(file),
+                "--log-level",
+                "info",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
     stub = Stub(process, "", log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and process.poll() is None:

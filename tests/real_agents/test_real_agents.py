@@ -62,13 +62,26 @@ class Outcome:
 
 def fixtures(world: World, case: str) -> list[dict[str, Any]]:
     marker, route = f"OMA-{case.upper()}", world.route
-    side = [] if route.side_reply is None else [
-        {"match": {"userMessage": marker}, "response": {"content": route.side_reply}}
-    ]  # fmt: skip
+    side = (
+        []
+        if route.side_reply is None
+        else [
+            {
+                "match": {"userMessage": marker},
+                "response": {"content": route.side_reply},
+            }
+        ]
+    )
     if case == "text":
         return stub.text(marker, REPLY[case], TOKENS[case][0], **route.match) + side
-    calls = [(f"call_{case}_{step}", route.tools[step].name,
-              route.tools[step].arguments(world.workspace)) for step in STEPS[case]]  # fmt: skip
+    calls = [
+        (
+            f"call_{case}_{step}",
+            route.tools[step].name,
+            route.tools[step].arguments(world.workspace),
+        )
+        for step in STEPS[case]
+    ]
     return stub.tools(marker, calls, REPLY[case], TOKENS[case], **route.match) + side
 
 
@@ -87,7 +100,9 @@ async def play(world: World, case: str, **options: Any) -> Outcome:
     result: AgentRunResult | None = None
     async with Agent(AgentConfig(name=world.route.id, backend=config)) as agent:
         with anyio.fail_after(120):
-            async for event in agent.stream(f"OMA-{case.upper()} Do the scripted thing."):
+            async for event in agent.stream(
+                f"OMA-{case.upper()} Do the scripted thing."
+            ):
                 if isinstance(event, UsageEvent):
                     usage.append(event)
                 elif isinstance(event, DoneEvent | ErrorEvent):
@@ -125,7 +140,7 @@ def the_calls(world: World, o: Outcome, case: str) -> tuple[ToolCallRecord, ...]
     calls = o.result.tool_calls
     steps = STEPS[case]
     assert len(calls) == len(steps), calls
-    for call, step in zip(calls, steps):
+    for call, step in zip(calls, steps, strict=True):
         tool = world.route.tools[step]
         if world.route.acp:
             assert call.kind == tool.kind, call
@@ -152,8 +167,15 @@ TOOLS_WRONG = {"opencode": PWD, "copilot": PLAIN}
 
 def marked(routes: list[str], wrong: dict[str, str]) -> list[Any]:
     """``routes`` as parameters, those in ``wrong`` as strict xfails."""
-    return [pytest.param(r, marks=[pytest.mark.xfail(strict=True, reason=wrong[r])]
-                         if r in wrong else []) for r in routes]  # fmt: skip
+    return [
+        pytest.param(
+            r,
+            marks=[pytest.mark.xfail(strict=True, reason=wrong[r])]
+            if r in wrong
+            else [],
+        )
+        for r in routes
+    ]
 
 
 #: The text turn on trio too, where it is cheap: both transports.
@@ -203,7 +225,9 @@ VANISHES = {
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("world", DENY, indirect=True)
-async def test_permission_denied_writes_nothing(world: World, anyio_backend: str) -> None:
+async def test_permission_denied_writes_nothing(
+    world: World, anyio_backend: str
+) -> None:
     o = await outcome(world, "deny")
     assert not (world.workspace / "out.txt").exists()
     if world.route.id in STOPS_AT_REFUSAL:
@@ -270,7 +294,9 @@ def usage_cases(wrong: dict[str, str]) -> list[Any]:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize(("world", "case"), usage_cases(WRONG_TOTAL), indirect=["world"])
+@pytest.mark.parametrize(
+    ("world", "case"), usage_cases(WRONG_TOTAL), indirect=["world"]
+)
 async def test_usage_is_what_the_model_billed(
     world: World, case: str, anyio_backend: str
 ) -> None:
@@ -281,7 +307,9 @@ async def test_usage_is_what_the_model_billed(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize(("world", "case"), usage_cases(WRONG_STREAM), indirect=["world"])
+@pytest.mark.parametrize(
+    ("world", "case"), usage_cases(WRONG_STREAM), indirect=["world"]
+)
 async def test_streamed_usage_agrees_with_the_result(
     world: World, case: str, anyio_backend: str
 ) -> None:
