@@ -15,6 +15,8 @@ here the subject is the agents).
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -321,3 +323,75 @@ async def test_streamed_usage_agrees_with_the_result(
         usage.input_tokens,
         usage.output_tokens,
     )
+
+
+#: A command that records its pid, then works until it is killed.
+SLEEPER = "echo $$ > sleeper.pid; exec sleep 60"
+SLEEP_CALL = {
+    "claude": ("Bash", {"command": SLEEPER, "description": "Work a while"}),
+    "codex": ("exec_command", {"cmd": SLEEPER}),
+}
+
+
+#: A command that outlives a cancelled run today (issue 20).
+OUTLIVES = {
+    "claude": "Claude Code runs each Bash command in a session of its own "
+    "(setsid): stopping the agent's process group does not reach it, and it "
+    "outlives a cancelled claude -p run"
+}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize(
+    "world",
+    marked(["claude", "claude-acp", "codex", "codex-acp"], OUTLIVES),
+    indirect=True,
+)
+async def test_cancel_during_a_tool_call_kills_the_whole_tree(
+    world: World, anyio_backend: str
+) -> None:
+    """The agent runs a command that would work for a minute; cancelling the
+    run while it works leaves neither the agent nor the command behind (and
+    conftest's leak check sees every descendant gone)."""
+    name, arguments = SLEEP_CALL[world.route.id.removesuffix("-acp")]
+    world.serve(stub.tools("OMA-SLEEP", [("call_sleep", name, arguments)],
+                           "unreachable", [(5, 5), (5, 5)]))  # fmt: skip
+    if world.route.id.startswith("codex"):
+        git_workspace(world.workspace)
+    options = {"permission": "auto-approve"} if world.route.acp else {}
+    pidfile = world.workspace / "sleeper.pid"
+    ran: list[int] = []
+
+    async def cancel_once_it_works(scope: anyio.CancelScope) -> None:
+        # Nothing streams while the command works: watch its pid file.
+        while True:
+            if pidfile.exists() and pidfile.read_text().strip():
+                ran.append(int(pidfile.read_text()))
+                scope.cancel()
+                return
+            await anyio.sleep(0.05)
+
+    config = world.config(**options)
+    async with Agent(AgentConfig(name="c", backend=config)) as agent:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_once_it_works, tg.cancel_scope)
+                async for _event in agent.stream("OMA-SLEEP Work a while."):
+                    pass
+                raise AssertionError("the run ended before the command was cancelled")
+    assert ran, "the command never ran"
+    pid = ran[0]
+    for _ in range(100):  # 5 s for the signals to land
+        if not _alive(pid):
+            return
+        await anyio.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)  # so the leak check reports this test only once
+    raise AssertionError(f"the command the agent ran (pid {pid}) outlived the run")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
