@@ -395,3 +395,34 @@ def _alive(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("world", ["claude-acp", "codex-acp"], indirect=True)
+async def test_session_loaded_again_after_the_agent_restarts(
+    world: World, anyio_backend: str
+) -> None:
+    """A turn, the agent stopped; a new agent process loads the session,
+    replays the turn (as history, not output), and goes on in it."""
+    world.serve(
+        stub.text("OMA-TEXT", REPLY["text"], TOKENS["text"][0])
+        + stub.text("OMA-AGAIN", "Still here.", (20, 3))
+    )
+    config = world.config()
+    async with Agent(AgentConfig(name="s", backend=config)) as agent:
+        with anyio.fail_after(60):
+            first = await agent.run("OMA-TEXT Say hello.")
+        session = agent.session_id
+    assert first.success, first.error
+    assert session
+    async with Agent(AgentConfig(name="s", backend=world.config())) as agent:
+        with anyio.fail_after(60):
+            replay = await agent.load_session(session)
+            second = await agent.run("OMA-AGAIN Are you there?")
+        assert agent.session_id == session
+    texts = [(m["role"], str(m["content"])) for m in replay.messages]
+    assert any(r == "user" and "OMA-TEXT" in t for r, t in texts), texts
+    assert any(r == "assistant" and REPLY["text"] in t for r, t in texts), texts
+    assert second.success, second.error
+    assert second.output.strip() == "Still here."
+    assert REPLY["text"] not in second.output
