@@ -78,6 +78,9 @@ class Route:
     #: from an agent's own side requests), and the answer to those.
     match: dict[str, Any] = field(default_factory=dict)
     side_reply: str | None = None
+    #: A text-only turn of its own (else its tool turn's reply stands for it:
+    #: OpenCode takes ~6 s a run, the time CI can spare).
+    text_turn: bool = True
     #: The agent's own notes may come before the reply, as message text.
     notes: bool = False
     #: Runs only on Node 22 or newer (the npm package node@22 gives it one).
@@ -312,7 +315,11 @@ COPILOT_TOOLS = {
 }
 COPILOT_TOOLS["deny"] = COPILOT_TOOLS["write"]
 #: OpenCode asks the model for a session title first, with no tools offered.
-OPENCODE = {"match": {"toolName": "bash"}, "side_reply": "Stub title"}
+OPENCODE = {
+    "match": {"toolName": "bash"},
+    "side_reply": "Stub title",
+    "text_turn": False,
+}
 
 ROUTES = {
     r.id: r
