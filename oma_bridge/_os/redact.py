@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 
 REDACTED = "[REDACTED]"
 
+#: "auth" but not "authenticate", "authentication": prose such as "authenticate:
+#: the agent ..." lost its next word, while "Authorization: ..." keeps its match.
 _SECRET_NAME = (
-    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential|auth"
+    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential|auth(?!enticat)"
     r"|private[_-]?key|access[_-]?key|session[_-]?key|account[_-]?key|cookie)"
 )
 

@@ -343,3 +343,14 @@ def test_a_key_tail_is_redacted_up_to_the_first_line_that_is_not_base64() -> Non
     assert redact(text) == f"kept line\n{REDACTED}\nafter"
     # An END with no key lines before it is redacted alone.
     assert redact("x -----END PRIVATE KEY----- y") == f"x {REDACTED} y"
+
+
+def test_authenticate_in_prose_is_not_a_secret_name() -> None:
+    # "authenticate: the agent ..." (an ACP method named in an error) became
+    # "authenticate: [REDACTED] agent ...", in every batch summary of a login
+    # failure; the names around it that are secret keep their match.
+    said = "authenticate: the agent refused the method"
+    assert redact(said) == said
+    assert redact("Authorization: xyz123") == "Authorization: [REDACTED]"
+    assert redact("auth: xyz123") == "auth: [REDACTED]"
+    assert redact("authentication_token=abc") == "authentication_token=[REDACTED]"
