@@ -12,34 +12,64 @@ import anyio
 
 from ..._os.redact import redact, redact_json
 from ...bridge import OmaBridgeError, RemoteError
-from ..client import AgentProcess
-from ..rpc import RequestError, methods as m
+from ..client import FILE_METHODS, AgentProcess
+from ..rpc import RequestError, Router, invalid_params, methods as m
 from ._mapping import error_reply
+from ._offers import CLIENT_OFFERS, TERMINAL_METHODS, advertise, has
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Collection
+    from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup, TaskStatus
 
     from ...bridge import JSONValue
     from ..client import AcpBackendConfig
     from ..rpc import Params
+    from ._offers import Offer
 
     Notify = Callable[[dict[str, JSONValue]], Awaitable[None]]
+    #: Asks the editor ``method`` for the session it knows as the first argument.
+    AskEditor = Callable[[str, str, JSONValue], Awaitable[JSONValue]]
+    #: Sends the editor a notification.
+    TellEditor = Callable[[str, JSONValue], Awaitable[None]]
 
-__all__ = ("RealAgent",)
+__all__ = ("EditorSide", "RealAgent")
 
 logger = logging.getLogger(__name__)
 
 
 @final
-class RealAgent(AgentProcess):
-    """One real agent process for one editor session, read in the background."""
+class EditorSide:
+    """What the editor serves, from its ``clientCapabilities``: the rows of
+    ``CLIENT_OFFERS`` it has, and how to reach it."""
 
     def __init__(
-        self, config: AcpBackendConfig, *, file_methods: Collection[str]
+        self, caps: dict[str, JSONValue], ask: AskEditor, tell: TellEditor
     ) -> None:
-        super().__init__(config, file_methods=file_methods)
+        self.caps, self.ask, self.tell = caps, ask, tell
+
+    def has(self, offer: Offer) -> bool:
+        return has(self.caps, offer)
+
+    def serves(self, method: str) -> bool:
+        """Whether a row the editor has routes ``method``."""
+        return any(method in o.methods and self.has(o) for o in CLIENT_OFFERS)
+
+
+@final
+class RealAgent(AgentProcess):
+    """One real agent process for one editor session, read in the background.
+
+    Its routing table puts the editor first for every row of ``CLIENT_OFFERS``
+    the editor has (files, terminals, elicitation), then our own services
+    (``--fs``, ``--terminal``, the permission policy); what ``initialize``
+    advertises to it is derived from that table.
+    """
+
+    def __init__(self, config: AcpBackendConfig, *, editor: EditorSide) -> None:
+        super().__init__(config)
+        self._editor = editor
+        self.router = self._routes(self.router)
         #: The session id the editor knows.
         self.editor_session = ""
         #: Updates are dropped, not forwarded (the replay of a re-opened session).
@@ -67,6 +97,79 @@ class RealAgent(AgentProcess):
         if not value:
             self.turn_ended.set()
             self.turn_ended = anyio.Event()
+
+    # -- what it may ask ----------------------------------------------------------
+
+    def _routes(self, ours: Router) -> Router:
+        """The editor's services first, as it advertised them; then ours."""
+        requests: dict[str, Callable[[Params], Awaitable[JSONValue]]] = {}
+        notifications: dict[str, Callable[[Params], None]] = {}
+        for method in (m.SESSION_REQUEST_PERMISSION, *FILE_METHODS, *TERMINAL_METHODS):
+            if ours.serves(method):
+                requests[method] = _through(ours, method)
+        for method in (*FILE_METHODS, *TERMINAL_METHODS):
+            if self._editor.serves(method):
+                requests[method] = self._to_editor(method)
+        if self._editor.serves(m.ELICITATION_CREATE):
+            requests[m.ELICITATION_CREATE] = self._elicit
+        if self._editor.serves(m.ELICITATION_COMPLETE):
+            notifications[m.ELICITATION_COMPLETE] = self._elicitation_complete
+        notifications[m.SESSION_UPDATE] = self.on_session_update
+        return Router(requests, notifications)
+
+    def client_capabilities(self) -> dict[str, JSONValue]:
+        """Each row of ``CLIENT_OFFERS`` whose methods are routed (a row with
+        none, as the editor has it): offered is what is served."""
+
+        def offered(offer: Offer) -> bool:
+            if not offer.methods:
+                return self._editor.has(offer)
+            routed = all(self.router.serves(method) for method in offer.methods)
+            # One method, two modes: each mode only as the editor has it.
+            if m.ELICITATION_CREATE in offer.methods:
+                return routed and self._editor.has(offer)
+            return routed
+
+        return advertise(CLIENT_OFFERS, offered)
+
+    def _to_editor(self, method: str) -> Callable[[Params], Awaitable[JSONValue]]:
+        async def forward(params: Params) -> JSONValue:
+            return await self._ask(method, params.raw)
+
+        return forward
+
+    async def _ask(self, method: str, params: dict[str, JSONValue]) -> JSONValue:
+        try:
+            return await self._editor.ask(self.editor_session, method, params)
+        except RemoteError as exc:  # the editor's own answer, passed back
+            raise RequestError(exc.rpc_code, exc.rpc_message, exc.data) from None
+
+    async def _elicit(self, params: Params) -> JSONValue:
+        """``elicitation/create``: to the editor, in a mode it advertised."""
+        mode = params.get("mode")
+        offer = next(
+            (o for o in CLIENT_OFFERS if o.path == ("elicitation", mode)), None
+        )
+        if offer is None or not self._editor.has(offer):
+            # ACP: a mode the client has not advertised is -32602.
+            raise invalid_params(f"elicitation mode {mode!r} is not advertised")
+        if "sessionId" not in params.raw:
+            # Its requestId names a request of ours, which the editor never saw.
+            raise invalid_params(
+                "a request-scoped elicitation cannot pass through oma-bridge: "
+                "scope it to the session"
+            )
+        return await self._ask(m.ELICITATION_CREATE, params.raw)
+
+    def _elicitation_complete(self, params: Params) -> None:
+        if self._tasks is not None:
+            self._tasks.start_soon(self._tell, m.ELICITATION_COMPLETE, params.raw)
+
+    async def _tell(self, method: str, params: dict[str, JSONValue]) -> None:
+        try:
+            await self._editor.tell(method, params)
+        except Exception as exc:  # the editor is gone
+            logger.debug("%s was not forwarded: %s", method, exc)
 
     # -- reading it --------------------------------------------------------------
 
@@ -130,7 +233,7 @@ class RealAgent(AgentProcess):
             RequestError: the agent's own error, redacted, or why it failed.
         """
         assert self.conn is not None
-        if "sessionId" in params:
+        if "sessionId" in params and self.session_id:
             params = {**params, "sessionId": self.session_id}
         try:
             return await self.conn.request(method, params)
@@ -205,3 +308,12 @@ class RealAgent(AgentProcess):
     async def stop(self) -> None:
         self._scope.cancel()
         await super().stop()
+
+
+def _through(router: Router, method: str) -> Callable[[Params], Awaitable[JSONValue]]:
+    """A handler answering ``method`` with ``router``'s own."""
+
+    async def handle(params: Params) -> JSONValue:
+        return await router.handle_request(method, params.raw)
+
+    return handle

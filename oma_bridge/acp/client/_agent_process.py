@@ -193,11 +193,15 @@ class AgentProcess:
         else:
             self.loaded = await self.load(config.session_id)
 
+    def client_capabilities(self) -> dict[str, JSONValue]:
+        """What ``initialize`` advertises: derived from the routing table, so
+        advertised is what is routed (a proxy derives its own the same way)."""
+        return client_capabilities(self.router)
+
     def _initialize_params(self) -> dict[str, JSONValue]:
         return {
             "protocolVersion": m.PROTOCOL_VERSION,
-            # Derived from the routing table: advertised is what is routed.
-            "clientCapabilities": client_capabilities(self.router),
+            "clientCapabilities": self.client_capabilities(),
             "clientInfo": {"name": "oma-bridge", "version": __version__},
         }
 

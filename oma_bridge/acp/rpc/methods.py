@@ -18,10 +18,12 @@ SESSION_LOAD: Final = "session/load"
 SESSION_RESUME: Final = "session/resume"
 SESSION_SET_MODE: Final = "session/set_mode"
 SESSION_SET_CONFIG_OPTION: Final = "session/set_config_option"
-SESSION_SET_MODEL: Final = "session/set_model"  # unstable in ACP
 SESSION_PROMPT: Final = "session/prompt"
 SESSION_CANCEL: Final = "session/cancel"  # notification
 SESSION_CLOSE: Final = "session/close"
+SESSION_LIST: Final = "session/list"
+SESSION_DELETE: Final = "session/delete"
+LOGOUT: Final = "logout"
 
 # Agent -> client.
 SESSION_UPDATE: Final = "session/update"  # notification
@@ -33,6 +35,8 @@ TERMINAL_OUTPUT: Final = "terminal/output"
 TERMINAL_WAIT_FOR_EXIT: Final = "terminal/wait_for_exit"
 TERMINAL_KILL: Final = "terminal/kill"
 TERMINAL_RELEASE: Final = "terminal/release"
+ELICITATION_CREATE: Final = "elicitation/create"
+ELICITATION_COMPLETE: Final = "elicitation/complete"  # notification
 
 # Either direction (JSON-RPC level, ACP "cancellation").
 CANCEL_REQUEST: Final = "$/cancel_request"  # notification
