@@ -66,6 +66,14 @@ def log(method: str, session_id: str = "", *extra: str) -> None:
             f.write(json.dumps([method, session_id, os.getpid(), *extra]) + "\n")
 
 
+def _logged() -> list[list[Any]]:
+    """What every process of this agent logged in ``PEER_LOG``."""
+    path = os.environ.get("PEER_LOG")
+    if not path:
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
 class ModesAgent(Agent):
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -161,8 +169,7 @@ class ModesAgent(Agent):
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
         log("session/list")
-        path = os.environ.get("PEER_LOG")
-        entries = [json.loads(line) for line in open(path)] if path else []
+        entries = _logged()
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(session_id=e[1], cwd=e[3])

@@ -94,9 +94,12 @@ class Proxy:
         Raises:
             RequestError: it could not be started (why, redacted).
         """
-        self._client_caps = client_caps
-        if self._spare is not None:
+        if self._spare is not None and client_caps == self._client_caps:
             return
+        self._client_caps = client_caps
+        if self._spare is not None:  # initialized again, offering other things
+            spare, self._spare = self._spare, None
+            await spare.stop()
         spare = self._spare = await self._start(self._cwd)
         self.init, self.agent_capabilities = spare.init, spare.caps
 

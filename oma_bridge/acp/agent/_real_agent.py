@@ -176,7 +176,8 @@ class RealAgent(AgentProcess):
     async def read(self, notify: Notify, *, task_status: TaskStatus[None]) -> None:
         """Read the agent and forward its updates until it ends or is stopped."""
         assert self.conn is not None
-        with self._scope:
+        # The forwarder closes its end; stopped before it ran, it is closed here.
+        with self._out, self._scope:
             async with anyio.create_task_group() as tg:
                 self._tasks = tg
                 tg.start_soon(self._forward, notify)
@@ -227,7 +228,8 @@ class RealAgent(AgentProcess):
     # -- requests to it ----------------------------------------------------------
 
     async def call(self, method: str, params: dict[str, JSONValue]) -> JSONValue:
-        """Pass an editor's request on (our session id becomes the agent's).
+        """Pass an editor's request on (our session id becomes the agent's);
+        its answer goes back after the updates the agent sent before it.
 
         Raises:
             RequestError: the agent's own error, redacted, or why it failed.
@@ -236,9 +238,14 @@ class RealAgent(AgentProcess):
         if "sessionId" in params and self.session_id:
             params = {**params, "sessionId": self.session_id}
         try:
-            return await self.conn.request(method, params)
+            result = await self.conn.request(method, params)
         except OmaBridgeError as exc:
             raise await self.editor_error(exc) from None
+        if self.ready.is_set():
+            # As for a turn: the updates it sent first (current_mode_update
+            # before set_mode's answer) reach the editor first.
+            await self.flushed()
+        return result
 
     async def prompt(self, text: str) -> JSONValue:
         """One turn: the reply once its updates have reached the editor."""
