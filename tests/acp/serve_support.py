@@ -46,6 +46,7 @@ REQUESTS = {
     "fs/read_text_file": schema.ReadTextFileRequest,
     "fs/write_text_file": schema.WriteTextFileRequest,
     "elicitation/create": schema.CreateElicitationRequest,
+    "terminal/create": schema.CreateTerminalRequest,
 }
 NOTIFICATIONS = {
     "elicitation/complete": schema.CompleteElicitationNotification,

@@ -17,6 +17,10 @@ Prompt text is ';'-separated commands: ``say:TEXT``, ``read:PATH``,
 ``elicit:url`` (then ``elicitation/complete``), ``elicit:request`` (a
 request-scoped one), ``slow`` (streams until ``session/cancel``). Each
 client answer is sent back as a message chunk, as JSON.
+
+Started with ``--login`` (its terminal auth method's argument), it is the
+login: it writes ``logged in (FULL_AGENT_LOGIN=...)`` and exits 0, or 3 when
+``FULL_AGENT_LOGIN`` is ``fail``.
 """
 
 from __future__ import annotations
@@ -349,6 +353,10 @@ def handle(method: str, params: dict) -> dict | tuple[int, str]:
 
 
 def main() -> None:
+    if "--login" in sys.argv:
+        value = os.environ.get("FULL_AGENT_LOGIN")
+        sys.stdout.write(f"logged in (FULL_AGENT_LOGIN={value})\n")
+        sys.exit(3 if value == "fail" else 0)
     while True:
         msg = _backlog.pop(0) if _backlog else read()
         if msg is None or "method" not in msg or "id" not in msg:

@@ -45,7 +45,10 @@ if TYPE_CHECKING:
     from ._transcript import Transcript
 
 
-__all__ = ("Proxy", "editor_session_id")
+__all__ = ("TERMINAL_LOGIN", "Proxy", "editor_session_id")
+
+#: The ``serve`` option a terminal login relaunches it with (the CLI's).
+TERMINAL_LOGIN = "--terminal-login"
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +129,14 @@ class Proxy:
 
     @property
     def auth_methods(self) -> list[JSONValue]:
+        """The agent's ``authMethods``; a terminal one relaunches ``serve``
+        with ``TERMINAL_LOGIN`` first, which runs the agent in its place."""
         methods = self.init.get("authMethods")
-        return list(methods) if isinstance(methods, list) else []
+        return (
+            [_relaunched(method) for method in methods if isinstance(method, dict)]
+            if isinstance(methods, list)
+            else []
+        )
 
     async def authenticate(self, params: dict[str, JSONValue]) -> JSONValue:
         """Pass ``authenticate`` on to the next session's agent; remember it."""
@@ -375,6 +384,17 @@ def editor_session_id(agent_id: str, taken: Container[str]) -> str:
     if agent_id and agent_id not in taken:
         return agent_id
     return f"sess_{uuid.uuid4().hex}"
+
+
+def _relaunched(method: dict[str, JSONValue]) -> JSONValue:
+    """A ``terminal`` auth method as the editor must run it: our command with
+    ``TERMINAL_LOGIN`` and the agent's arguments appended (ACP authentication:
+    the client appends ``args`` to the configured invocation, which is ours)."""
+    if method.get("type") != "terminal":
+        return method
+    args = method.get("args")
+    theirs = [a for a in args if isinstance(a, str)] if isinstance(args, list) else []
+    return {**method, "args": [TERMINAL_LOGIN, *theirs]}
 
 
 def _defer(request: PermissionRequest) -> None:
