@@ -203,10 +203,10 @@ class Proxy:
             RequestError: the agent failed to start or refused (redacted).
         """
         agent, self._spare = self._spare, None
-        if agent is None or agent.broken or self._moved(agent, cwd):
+        if agent is None or agent.broken or self._moved(agent, cwd, roots or []):
             if agent is not None:
                 await agent.stop()
-            agent = await self._start(cwd)
+            agent = await self._start(cwd, roots or [])
         params: dict[str, JSONValue] = {
             "cwd": cwd,
             "mcpServers": [
@@ -276,10 +276,14 @@ class Proxy:
             raise await agent.editor_error(exc) from None
         return configured if isinstance(configured, dict) else result
 
-    def _moved(self, agent: RealAgent, cwd: str) -> bool:
-        """Whether ``agent`` serves files or terminals rooted elsewhere."""
+    def _moved(self, agent: RealAgent, cwd: str, roots: list[str]) -> bool:
+        """Whether ``agent`` serves files or terminals rooted elsewhere (its
+        ``cwd``, or the session's ``additionalDirectories`` it admits)."""
         local = self.backend.fs or self.backend.terminal
-        return local and os.path.abspath(cwd) != agent.cwd
+        if not local:
+            return False
+        wanted = (*self.backend.extra_roots, *roots)
+        return os.path.abspath(cwd) != agent.cwd or agent.config.extra_roots != wanted
 
     async def _session(
         self, agent: RealAgent, method: str, params: dict[str, JSONValue]
@@ -297,10 +301,10 @@ class Proxy:
 
     # -- starting an agent ---------------------------------------------------------
 
-    async def _start(self, cwd: str) -> RealAgent:
+    async def _start(self, cwd: str, roots: list[str] | None = None) -> RealAgent:
         holder: list[RealAgent] = []
         editor = EditorSide(self._client_caps, self._ask_editor, self._tell_editor)
-        agent = RealAgent(self._config(cwd, holder), editor=editor)
+        agent = RealAgent(self._config(cwd, holder, roots or []), editor=editor)
         holder.append(agent)
         assert self.tasks is not None and self.notify is not None
         try:
@@ -335,8 +339,11 @@ class Proxy:
         assert self.tell_editor is not None
         await self.tell_editor(method, params)
 
-    def _config(self, cwd: str, holder: list[RealAgent]) -> AcpBackendConfig:
-        """The real agent's config: our own services as configured, and our
+    def _config(
+        self, cwd: str, holder: list[RealAgent], roots: list[str]
+    ) -> AcpBackendConfig:
+        """The real agent's config: our own services as configured (the file
+        sandbox admits the session's ``additionalDirectories`` too), and our
         policy first for permissions, then the editor (files, terminals and
         elicitation go to the editor through ``EditorSide``)."""
         backend = self.backend
@@ -350,6 +357,7 @@ class Proxy:
         return dataclasses.replace(
             backend,
             cwd=cwd,
+            extra_roots=(*backend.extra_roots, *roots),
             auth_method=self._auth_method,
             delegate=delegate,
             on_frame=self._agent_frames(backend),

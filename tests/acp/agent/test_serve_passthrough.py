@@ -202,3 +202,33 @@ async def test_a_terminal_login_needs_an_acp_agent() -> None:
         done = await anyio.run_process([*serve, CLI_OPTION, "x"], check=False)
     assert done.returncode == 2
     assert b"--terminal-login needs an ACP agent" in done.stderr
+
+
+async def test_additional_directories_reach_the_agent_and_our_sandbox(
+    tmp_path,
+) -> None:
+    work, other, outside = tmp_path / "work", tmp_path / "other", tmp_path / "out"
+    for folder in (work, other, outside):
+        folder.mkdir()
+    async with serving(full_agent(tmp_path, fs=True)) as editor:
+        await editor.call(0, "initialize", {"protocolVersion": 1})
+        new = {
+            "cwd": str(work),
+            "mcpServers": [],
+            "additionalDirectories": [str(other)],
+        }
+        sid = (await editor.call(1, "session/new", new))["result"]["sessionId"]
+        text = f"write:{other / 'b.txt'}:x;write:{outside / 'c.txt'}:x"
+        prompt = [{"type": "text", "text": text}]
+        reply = await editor.call(
+            2, "session/prompt", {"sessionId": sid, "prompt": prompt}
+        )
+        check_frames(editor.received, editor.asked)
+    assert reply["result"]["stopReason"] == "end_turn"
+    assert (other / "b.txt").read_text() == "x"  # a root of the session
+    assert not (outside / "c.txt").exists()  # the sandbox's bounds, no wider
+    log = [
+        json.loads(line) for line in (tmp_path / "agent.log").read_text().splitlines()
+    ]
+    [sent] = [e for e in log if e.get("method") == "session/new"]
+    assert sent["params"]["additionalDirectories"] == [str(other)]
