@@ -38,10 +38,11 @@ prompt starts a new one.
 With --acp, oma-bridge is a proxy in front of a real ACP agent, started when
 the editor initializes: the editor sees its login methods, capabilities,
 modes, config options and commands; its updates stream through as they
-arrive, mode and config changes and logins pass through, and session/load
-goes to the agent when it supports it. Prompts stay text-only. Its
-permission, file and terminal requests go to the editor when the editor
-supports them. --approve-all, --approve-reads or --deny-all answer
+arrive; mode and config changes, logins and logout, and listing, loading,
+resuming and deleting sessions go to the agent when it supports them.
+Prompts stay text-only. Its permission, file, terminal and elicitation
+requests go to the editor when the editor supports them (and it is offered
+only those). --approve-all, --approve-reads or --deny-all answer
 permission requests here instead of asking the editor; --system-prompt is
 put before the first prompt of each session.
 """

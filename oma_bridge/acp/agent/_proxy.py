@@ -9,8 +9,11 @@ session is opened at ``session/new`` (or ``session/load``): its modes, config
 options and models are in the answer. The agent is read in the background, so
 every ``session/update`` reaches the editor as it arrives, between turns too,
 with only ``sessionId`` made the editor's; ``session/set_mode``,
-``session/set_config_option`` and ``authenticate`` are passed on. Errors the
-agent sends are redacted before the editor sees them.
+``session/set_config_option``, ``authenticate``, and where the agent offers
+them ``session/list``, ``session/resume``, ``session/delete`` and ``logout``,
+are passed on. What the agent is offered (files, terminals, elicitation, terminal
+logins, boolean config options) is what the editor serves, by the table in
+``_offers``. Errors the agent sends are redacted before the editor sees them.
 """
 
 from __future__ import annotations

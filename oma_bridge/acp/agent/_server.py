@@ -14,7 +14,11 @@ and refusing would fail that prompt while the cancelled turn is still ending.
 ``session/cancel`` also ends the prompts queued before it, as ``cancelled``.
 A session idle for ``idle_timeout`` seconds has its agent stopped; its next
 prompt opens a new one (behind ``--acp``, loading the session when the agent
-can). ``session/close`` stops it and forgets the session.
+can). ``session/close`` stops it and forgets the session; so does
+``session/delete``, which behind ``--acp`` the agent is then asked to do too.
+For a wrapped command, ``session/list`` and ``session/resume`` work over the
+sessions this process keeps, and ``session/set_mode`` and
+``session/set_config_option`` are -32602: it offers no modes or options.
 """
 
 from __future__ import annotations

@@ -232,3 +232,48 @@ async def test_additional_directories_reach_the_agent_and_our_sandbox(
     ]
     [sent] = [e for e in log if e.get("method") == "session/new"]
     assert sent["params"]["additionalDirectories"] == [str(other)]
+
+
+@pytest.mark.parametrize("sdk", ["py", "ts"])
+async def test_resume_through_serve_reaches_an_official_sdk_agent(
+    tmp_path, sdk: str
+) -> None:
+    # The agents of tests/acp/client/test_sessions.py, written with the
+    # official Python and TypeScript SDKs: resume-only, sessions kept on disk.
+    from ..client.test_sessions import _skip_reason, session_agent
+
+    reason = _skip_reason(sdk)
+    if reason is not None:
+        pytest.skip(reason)
+    store = tmp_path / "store"
+    store.mkdir()
+    config = session_agent(sdk, store, "--resume-only")
+    async with serving(config) as editor:
+        init = await editor.call(0, "initialize", {"protocolVersion": 1})
+        new = {"cwd": str(tmp_path), "mcpServers": []}
+        sid = (await editor.call(1, "session/new", new))["result"]["sessionId"]
+        prompt = [{"type": "text", "text": "first"}]
+        await editor.call(2, "session/prompt", {"sessionId": sid, "prompt": prompt})
+        await editor.call(3, "session/close", {"sessionId": sid})
+        before = len(editor.received)
+        resumed = await editor.call(4, "session/resume", {**new, "sessionId": sid})
+        replayed = editor.received[before:-1]
+        prompt = [{"type": "text", "text": "second"}]
+        again = await editor.call(
+            5, "session/prompt", {"sessionId": sid, "prompt": prompt}
+        )
+        unknown = await editor.call(6, "session/resume", {**new, "sessionId": "nope"})
+        check_frames(editor.received, editor.asked)
+    caps = init["result"]["agentCapabilities"]
+    assert caps["sessionCapabilities"] == {"resume": {}, "close": {}}
+    assert caps["loadSession"] is False
+    assert resumed["result"] == {}
+    assert replayed == []  # a resume replays nothing
+    assert again["result"]["stopReason"] == "end_turn"
+    chunks = [
+        f["params"]["update"]["content"]["text"]
+        for f in editor.received
+        if f.get("method") == "session/update"
+    ]
+    assert chunks[-1].startswith("reply to: second")  # the same conversation
+    assert unknown["error"]["code"] == -32002  # the agent's own answer

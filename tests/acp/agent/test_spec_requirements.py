@@ -350,6 +350,9 @@ async def _(run: Run) -> str | None:
     assert reply["result"]["stopReason"] == "cancelled"
     gone = await run.prompt(sid, run.say("x"))
     assert gone["error"]["code"] == -32602  # the session is no more
+    if run.acp:  # the agent, which offers close, was told before it stopped
+        told = [f.get("method") for f in frames(run.log)]
+        assert told.index("session/cancel") < told.index("session/close")
 
 
 @must(
