@@ -10,7 +10,8 @@ Env: ``ACP_LOG`` (append every frame received as a JSON line, and each one
 sent as ``{"_sent": method, ...}``), ``ACP_STATE`` (a file of JSON lines: the
 sessions every process of this agent opened, so ``session/list``,
 ``session/load`` and ``session/delete`` see them all, as an agent's own
-session store would).
+session store would), ``ACP_TERMINAL_ALWAYS=1`` (offer the terminal login to
+any client, as ACP forbids).
 
 Prompt text is ';'-separated commands: ``say:TEXT``, ``read:PATH``,
 ``write:PATH:TEXT``, ``term:PROGRAM``, ``perm``, ``elicit:form``,
@@ -160,7 +161,9 @@ def initialize(params: dict) -> dict:
     CLIENT.update(params.get("clientCapabilities") or {})
     log({"_sent": "_capabilities", "clientCapabilities": CLIENT})
     methods = [{"id": "agent-login", "name": "Log in"}]
-    if (CLIENT.get("auth") or {}).get("terminal") is True:
+    # ACP_TERMINAL_ALWAYS=1: offered to any client (which ACP forbids).
+    anyway = os.environ.get("ACP_TERMINAL_ALWAYS") == "1"
+    if (CLIENT.get("auth") or {}).get("terminal") is True or anyway:
         methods.append(
             {
                 "id": "terminal-login",

@@ -27,6 +27,7 @@ __all__ = (
     "TERMINAL_METHODS",
     "Offer",
     "advertise",
+    "find",
     "has",
 )
 
@@ -85,6 +86,11 @@ CLIENT_OFFERS = (
     Offer(("auth", "terminal"), (), "flag"),
     Offer(("session", "configOptions", "boolean"), ()),
 )
+
+
+def find(offers: Iterable[Offer], *path: str) -> Offer:
+    """The row of ``offers`` at ``path``."""
+    return next(offer for offer in offers if offer.path == path)
 
 
 def has(caps: JSONValue, offer: Offer) -> bool:

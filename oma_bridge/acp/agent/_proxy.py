@@ -29,7 +29,7 @@ import anyio
 from ...bridge import OmaBridgeError
 from ..client import SessionState, configure_session, request_logged_in
 from ..rpc import RequestError, methods as m
-from ._offers import Offer, has
+from ._offers import AGENT_OFFERS, CLIENT_OFFERS, find, has
 from ._real_agent import EditorSide, RealAgent
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class Proxy:
 
     def offers(self, path: tuple[str, ...]) -> bool:
         """Whether the real agent advertises the capability at ``path``."""
-        return has(self.agent_capabilities, Offer(path))
+        return has(self.agent_capabilities, find(AGENT_OFFERS, *path))
 
     def reopens(self, how: Literal["load", "resume"]) -> bool:
         """Whether the agent opens an earlier session that way."""
@@ -133,13 +133,18 @@ class Proxy:
     @property
     def auth_methods(self) -> list[JSONValue]:
         """The agent's ``authMethods``; a terminal one relaunches ``serve``
-        with ``TERMINAL_LOGIN`` first, which runs the agent in its place."""
+        with ``TERMINAL_LOGIN`` first, which runs the agent in its place, and
+        is shown only to an editor that advertised ``auth.terminal``."""
         methods = self.init.get("authMethods")
-        return (
-            [_relaunched(method) for method in methods if isinstance(method, dict)]
-            if isinstance(methods, list)
-            else []
-        )
+        if not isinstance(methods, list):
+            return []
+        terminal = has(self._client_caps, find(CLIENT_OFFERS, "auth", "terminal"))
+        return [
+            _relaunched(method)
+            for method in methods
+            if isinstance(method, dict)
+            and (terminal or method.get("type") != "terminal")
+        ]
 
     async def authenticate(self, params: dict[str, JSONValue]) -> JSONValue:
         """Pass ``authenticate`` on to the next session's agent; remember it."""

@@ -51,7 +51,7 @@ from ._mapping import (
     served_capabilities,
     session_update,
 )
-from ._offers import AGENT_OFFERS, has
+from ._offers import AGENT_OFFERS, find, has
 from ._proxy import Proxy, editor_session_id
 from ._sessions import Session, agent_config, replay, session_directory
 
@@ -435,7 +435,7 @@ class Server:
         roots = params.items("additionalDirectories")
         if not roots:
             return []
-        offer = next(o for o in AGENT_OFFERS if o.path[-1] == "additionalDirectories")
+        offer = find(AGENT_OFFERS, "sessionCapabilities", "additionalDirectories")
         if not self._offered(offer):
             raise invalid_params(
                 "additionalDirectories are not supported: oma-bridge does not "

@@ -35,8 +35,14 @@ EDITOR_ANSWERS: dict[str, Any] = {
 EVERY_REQUEST = "read:{path};write:{path}:x;term:ls;elicit:form;elicit:url"
 
 
-def full_agent(tmp: Path, **overrides: Any) -> AcpBackendConfig:
-    env = {"ACP_LOG": str(tmp / "agent.log"), "ACP_STATE": str(tmp / "state")}
+def full_agent(
+    tmp: Path, *, env: dict[str, str] | None = None, **overrides: Any
+) -> AcpBackendConfig:
+    env = {
+        "ACP_LOG": str(tmp / "agent.log"),
+        "ACP_STATE": str(tmp / "state"),
+        **(env or {}),
+    }
     return AcpBackendConfig(
         command=sys.executable,
         args=(str(FULL),),
@@ -277,3 +283,20 @@ async def test_resume_through_serve_reaches_an_official_sdk_agent(
     ]
     assert chunks[-1].startswith("reply to: second")  # the same conversation
     assert unknown["error"]["code"] == -32002  # the agent's own answer
+
+
+async def test_a_terminal_login_is_shown_only_to_an_editor_that_runs_one(
+    tmp_path,
+) -> None:
+    config = full_agent(tmp_path, env={"ACP_TERMINAL_ALWAYS": "1"})
+    async with serving(config) as editor:
+        plain = await editor.call(0, "initialize", {"protocolVersion": 1})
+        caps = {"auth": {"terminal": True}}
+        able = await editor.call(
+            1, "initialize", {"protocolVersion": 1, "clientCapabilities": caps}
+        )
+        check_frames(editor.received, editor.asked)
+    # The agent offered it both times; the editor that cannot run it never sees it.
+    assert [m["id"] for m in plain["result"]["authMethods"]] == ["agent-login"]
+    ids = [m["id"] for m in able["result"]["authMethods"]]
+    assert ids == ["agent-login", "terminal-login"]
