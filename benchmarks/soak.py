@@ -31,19 +31,22 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import rss_mib  # noqa: E402
 
 from oma_bridge import Agent, AgentConfig, ProcessBackendConfig  # noqa: E402
+from oma_bridge._os.supervisor import keeper_fds, keeper_pid  # noqa: E402
 from oma_bridge.acp import AcpBackendConfig  # noqa: E402
 
 PEER = ROOT / "tests" / "peers" / "acp_agent.py"
 
 
 def descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    """Open descriptors, the keeper's pipe left out (it lives as long as we do)."""
+    return len(os.listdir("/proc/self/fd")) - len(keeper_fds())
 
 
 def children() -> int:
-    me, count = str(os.getpid()), 0
+    """Live children, the keeper left out (``oma_bridge/_os/supervisor.py``)."""
+    me, count, keeper = str(os.getpid()), 0, str(keeper_pid())
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
+        if entry.isdigit() and entry != keeper:
             try:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 def children() -> dict[int, str]:
     """Our direct children (and, as subreaper, orphaned descendants): pid -> state."""
-    me = os.getpid()
+    from oma_bridge._os.supervisor import keeper_pid
+
+    me, keeper = os.getpid(), keeper_pid()
     found: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -26,15 +28,24 @@ def children() -> dict[int, str]:
             continue
         # pid (comm) state ppid ... ; comm may contain spaces and parentheses.
         rest = stat[stat.rindex(")") + 2 :].split()
-        if int(rest[1]) == me:
+        if int(rest[1]) == me and int(entry.name) != keeper:
             found[int(entry.name)] = rest[0]
     return found
 
 
+def is_keeper(pid: int) -> bool:
+    """Whether ``pid`` is an oma-bridge process's keeper (``_os/supervisor.py``)."""
+    try:
+        return b"oma-bridge keeper" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def children_of(pid: int) -> list[int]:
-    """The pids of ``pid``'s direct children (its main thread's)."""
+    """The pids of ``pid``'s direct children (its main thread's), its keeper
+    left out (it lives as long as ``pid`` does and is no agent of it)."""
     text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
+    return [int(child) for child in text.split() if not is_keeper(int(child))]
 
 
 def unreaped_by_library() -> dict[int, str]:
@@ -88,7 +99,10 @@ def wait_any_ended(pids: Iterable[int], timeout: float) -> bool:
 
 
 def open_fds() -> set[int]:
-    fds = {int(fd) for fd in os.listdir("/proc/self/fd")}
+    """Our open descriptors, but the keeper's pipe (it lives as long as we do)."""
+    from oma_bridge._os.supervisor import keeper_fds
+
+    fds = {int(fd) for fd in os.listdir("/proc/self/fd")} - set(keeper_fds())
     return {fd for fd in fds if os.path.exists(f"/proc/self/fd/{fd}")}
 
 

@@ -110,11 +110,11 @@ def test_a_wrong_type_names_the_file_and_the_key(
     assert message.startswith(f"{path}: {expected}"), message
 
 
-def test_an_unknown_preset_names_the_file_and_lists_the_presets(work: Path) -> None:
+def test_an_unknown_preset_names_the_file_and_the_closest_presets(work: Path) -> None:
     path = write(work, '[agents.mine]\npreset = "claud"\n')
     message = problem(work)
     assert message.startswith(
-        f"{path}: agents.mine.preset: unknown agent 'claud'; known agents: claude,"
+        f"{path}: agents.mine.preset: unknown agent 'claud'; did you mean 'claude', "
     )
 
 
@@ -182,7 +182,7 @@ def test_lookup_prefers_configured_then_presets_then_registry(work: Path) -> Non
     assert lookup("codex", str(work)).command == "codex"  # type: ignore[union-attr]
     assert lookup("registry:auggie", str(work)).command == "npx"  # type: ignore[union-attr]
     with pytest.raises(
-        ValueError, match=r"unknown agent 'nope'; known agents: claude, "
+        ValueError, match=r"^unknown agent 'nope' \(`oma-bridge agents` lists all"
     ):
         lookup("nope", str(work))
 
@@ -224,12 +224,17 @@ def test_batch_uses_a_configured_agent(work: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["run", "batch", "serve"])
-def test_an_unknown_agent_lists_the_names(work: Path, command: str) -> None:
+def test_an_unknown_agent_names_the_closest_ones(work: Path, command: str) -> None:
     echo_agent(work)
     extra = {"run": ["x"], "batch": ["-"], "serve": []}[command]
-    done = cli(work, command, "--agent", "nope", *extra, stdin="")
+    done = cli(work, command, "--agent", "uper", *extra, stdin="")
     assert done.returncode == 2
-    assert "unknown agent 'nope'; known agents: upper, claude, codex" in done.stderr
+    # The configured agent is among the names, and the line is one line.
+    assert done.stderr.startswith(
+        "oma-bridge: unknown agent 'uper'; did you mean 'upper'? "
+        "(`oma-bridge agents` lists all "
+    )
+    assert done.stderr.count("\n") == 1
 
 
 def test_a_config_error_stops_the_command_before_anything_runs(work: Path) -> None:

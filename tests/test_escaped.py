@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from oma_bridge import BackendExitError, ProcessBackend, ProcessBackendConfig
-from oma_bridge._os.reactor import Reactor
+from oma_bridge import (
+    BackendExitError,
+    BackendTimeout,
+    ProcessBackend,
+    ProcessBackendConfig,
+)
+from oma_bridge._os.reactor import Reactor, wait_readable_blocking
 from oma_bridge.acp.client._files import FileSandbox
 from oma_bridge.acp.client._terminals import Terminals
 from oma_bridge.bridge import RunRequest
@@ -210,3 +215,107 @@ async def test_a_terminal_command_that_leaves_a_pipe_holder_finishes(
     finally:
         terms.release_all()
         side.close()
+
+
+# -- a timeout or a cancel while a descendant has left the group ---------------------
+
+
+SECRET = "hunter2-secret-value"
+
+
+def escaper() -> str:
+    """Python that starts a shell in a session of its own (a `sleep 60` under
+    it), its output away from our pipes, prints the shell's pid and waits."""
+    return (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen(['sh', '-c', 'sleep 60; : password=" + SECRET + "'],"
+        " start_new_session=True, stdin=subprocess.DEVNULL,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "time.sleep(0.2)\n"  # its exec done: its command line is there
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+
+
+def escaper_config(timeout: float | None) -> ProcessBackendConfig:
+    return ProcessBackendConfig(
+        command=sys.executable,
+        args=("-c", escaper()),
+        input="none",
+        kill_grace=GRACE,
+        timeout=timeout,
+    )
+
+
+def _assert_named_and_killed(text: str, pid: int) -> None:
+    assert f"pid {pid} (sh -c sleep 60" in text, text
+    assert "outside its process group" in text
+    assert SECRET not in text
+    assert wait_gone(pid), f"the escaped shell {pid} survived the stop"
+
+
+def test_a_timed_out_run_names_and_kills_what_left_its_group() -> None:
+    result = agent_for(escaper_config(timeout=3)).run_sync("x")
+    pid = int(result.output.split()[0])
+    try:
+        assert isinstance(result.error, BackendTimeout), repr(result.error)
+        _assert_named_and_killed(result.error.left_behind, pid)
+        _assert_named_and_killed(str(result.error), pid)
+    finally:
+        kill_if_alive(pid)
+
+
+async def test_a_cancelled_run_kills_what_left_its_group_and_logs_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = agent_for(escaper_config(timeout=None))
+    pid = 0
+    with caplog.at_level(logging.WARNING):
+        async with agent.stream("x") as events:
+            with anyio.fail_after(BOUND):
+                async for event in events:
+                    if event.type == "text":
+                        pid = int(event.text.split()[0])
+                        break
+        # Left early: the stream's aclose() stopped the run.
+    try:
+        assert pid
+        _assert_named_and_killed(caplog.text, pid)
+    finally:
+        kill_if_alive(pid)
+
+
+def test_find_escaped_takes_only_what_left_the_group() -> None:
+    from oma_bridge._os.child import Child
+
+    code = (
+        "import os, subprocess, time\n"
+        "a = subprocess.Popen(['sleep', '60'])\n"  # in the group
+        "b = subprocess.Popen(['sleep', '61'], start_new_session=True)\n"
+        "c = subprocess.Popen(['sleep', '62'], preexec_fn=os.setpgrp)\n"
+        "print(a.pid, b.pid, c.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = Child([sys.executable, "-c", code], env=os.environ, cwd=None,
+                  pipe_stdin=False)  # fmt: skip
+    grouped = setsid = setpgid = 0
+    try:
+        line = b""
+        deadline = time.monotonic() + BOUND
+        while not line.endswith(b"\n"):
+            assert time.monotonic() < deadline
+            wait_readable_blocking([child.stdout], BOUND)
+            line += os.read(child.stdout, 100)
+        grouped, setsid, setpgid = map(int, line.split())
+        child.ask_to_stop()
+        assert child.escaped is not None
+        assert sorted(p.pid for p in child.escaped) == sorted([setsid, setpgid])
+        child.reap()
+        for pid in (grouped, setsid, setpgid):
+            assert wait_gone(pid)
+        assert all(p.pidfd == -1 for p in child.escaped)  # closed at the reap
+    finally:
+        child.close()
+        for pid in (grouped, setsid, setpgid):
+            if pid:
+                kill_if_alive(pid)

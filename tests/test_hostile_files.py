@@ -311,6 +311,20 @@ def test_a_plan_with_an_endless_backoff_is_refused(backoff: str) -> None:
         check_graph(plan.tasks, {"w": TeamAgent(WORKER)})
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"tasks": ' + "[" * DEEP + "]" * DEEP + "}",
+        'prose {"a": ' + "[" * DEEP + "]" * DEEP + "} then the plan",
+    ],
+)
+def test_a_deep_reply_without_a_fence_is_a_plan_error(reply: str) -> None:
+    # Inside a fence pydantic refused it; bare, the search for the object in
+    # the prose let json's RecursionError out of parse_plan and run_team.
+    with pytest.raises(PlanError, match=r"recursion limit exceeded|holds no"):
+        parse_plan(reply)
+
+
 def test_a_reply_of_many_unclosed_fences_is_refused_in_linear_time() -> None:
     # One regex from fence to fence backtracked quadratically here: 16 MB (the
     # default output cap) took hours. Now two linear searches, ~0.1 s.

@@ -46,8 +46,10 @@ def test_a_preset_in_hand_makes_the_config_its_name_makes() -> None:
         PRESETS["codex"].backend_config(no_such_option=1)
 
 
-def test_unknown_preset_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="known agents: claude"):
+def test_unknown_preset_names_the_closest_ones() -> None:
+    with pytest.raises(ValueError, match="did you mean 'claude', 'claude-acp' or "):
+        preset("claud")
+    with pytest.raises(ValueError, match=r"^unknown agent 'nope' \(`oma-bridge"):
         preset("nope")
 
 
@@ -79,7 +81,7 @@ def test_the_shipped_presets_validate_with_pydantic() -> None:
         ("goose", "goose run --quiet --no-session --output-format stream-json -t",
          "goose-stream-json"),
         ("aider", "aider --yes-always --no-pretty --no-fancy-input --message", "text"),
-        ("copilot", "copilot -s -p", "text"),
+        ("copilot", "copilot --output-format json -s -p", "copilot-json"),
     ],
 )  # fmt: skip
 def test_process_presets_ask_for_their_json_stream(
@@ -236,3 +238,42 @@ def test_the_shipped_protocol_matrix_matches_its_published_summary() -> None:
     assert {f["date"] for f in found.values()} == {"2026-08-20"}
     registry = {e["id"] for e in _shipped_snapshot()["agents"]}
     assert set(found) - registry == {"autohand", "github-copilot"}
+
+
+def _installed(directory, *names: str) -> str:
+    for name in names:
+        path = directory / name
+        path.write_text("#!/bin/sh\nexit 0\n")
+        path.chmod(0o755)
+    return str(directory)
+
+
+def test_acp_presets_name_the_adapters_current_packages() -> None:
+    claude, codex = PRESETS["claude-acp"], PRESETS["codex-acp"]
+    assert "@agentclientprotocol/claude-agent-acp" in claude.description
+    assert claude.docs == "https://github.com/agentclientprotocol/claude-agent-acp"
+    assert "@agentclientprotocol/codex-acp" in codex.description
+    assert codex.docs == "https://github.com/agentclientprotocol/codex-acp"
+
+
+def test_the_adapters_old_command_name_keeps_working(tmp_path, monkeypatch) -> None:
+    # claude-agent-acp (both @agentclientprotocol's and zed's later package)
+    # was claude-code-acp in @zed-industries/claude-code-acp.
+    old, new, both = (tmp_path / n for n in ("old", "new", "both"))
+    for directory in (old, new, both):
+        directory.mkdir()
+    _installed(old, "claude-code-acp")
+    _installed(new, "claude-agent-acp")
+    _installed(both, "claude-code-acp", "claude-agent-acp")
+    for directory, command in (
+        (old, "claude-code-acp"),
+        (new, "claude-agent-acp"),
+        (both, "claude-agent-acp"),  # the current name first
+        (tmp_path, "claude-agent-acp"),  # none: the start error names it
+    ):
+        monkeypatch.setenv("PATH", str(directory))
+        assert preset("claude-acp").command == command
+    # The child's PATH, when the options give one, is where it is looked up.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    config = preset("claude-acp", env={"PATH": str(old)})
+    assert config.command == "claude-code-acp"

@@ -179,6 +179,8 @@ def test_a_plain_cli_run_loads_only_its_command():
         "oma_bridge.cli._run",
         "oma_bridge.cli._signals",
     ]
+    # Not on a terminal: no status line, so neither its thread nor rich.
+    assert not {"threading", "rich"} & set(modules)
 
 
 def test_the_stream_event_union_names_every_event():
@@ -194,6 +196,11 @@ def test_the_stream_event_union_names_every_event():
         "ToolCallUpdateEvent",
         "PlanEvent",
         "UsageEvent",
+        "UserMessageEvent",
+        "AvailableCommandsEvent",
+        "CurrentModeEvent",
+        "ConfigOptionsEvent",
+        "SessionInfoEvent",
         "DoneEvent",
         "ErrorEvent",
     ]

@@ -8,6 +8,8 @@ Each module holds one concern:
 
 - ``child``: spawn a child in its own process group, and the one stop (close
   stdin, SIGTERM, a grace, SIGKILL, reap) for one child or many;
+- ``supervisor``: the keeper, a ``/bin/sh`` started at the first spawn that
+  SIGKILLs every child's group still running when we die (even by SIGKILL);
 - ``command``: a child's command line and environment, resolved before a spawn;
 - ``exit``: how a child ended, in words (exit statuses, the output tail);
 - ``reactor``: the one reactor (descriptors and callbacks, waited on blocking

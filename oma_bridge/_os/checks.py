@@ -43,6 +43,12 @@ def _env(value: object) -> bool:
     )
 
 
+def _options(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (str, bool)) for k, v in value.items()
+    )
+
+
 # annotation (as written) -> (accepts, what it expects)
 _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "str": (lambda v: isinstance(v, str), "a str"),
@@ -57,6 +63,7 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
         lambda v: v is None or _env(v),
         "a mapping of str to str, or None",
     ),
+    "Mapping[str, str | bool]": (_options, "a mapping of str to str or bool"),
 }
 
 

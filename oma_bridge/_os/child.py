@@ -19,6 +19,15 @@ Pipes are raw non-blocking descriptors waited on with
 cancelled wait never loses or duplicates a byte, on asyncio and trio alike.
 Exit is observed through a pidfd where the kernel has one (Linux), so no
 thread and no SIGCHLD handler is involved.
+
+A descendant that left the group (``setsid``, ``setpgid``) is out of the group
+kill's reach. So the first signal of a stop, while the leader still runs, looks
+first: the leader's descendants, by their parent links in ``/proc``, whose group
+is another are taken with a pidfd each (``escaped``) and get the group's signals
+(SIGTERM, then SIGKILL at the reap); the error and a WARNING name them. Where
+there is no ``/proc`` or no pidfd, none is found or signalled. Found are only
+those still linked to the leader by parents: one whose parent exited before the
+stop was re-parented away and is not.
 """
 
 from __future__ import annotations
@@ -35,8 +44,10 @@ from typing import TYPE_CHECKING
 # anyio is imported by the async methods that use it: blocking runs and batch
 # jobs never start an event loop, and every process start pays for its imports.
 from ..bridge.errors import BackendStartError
+from .command import with_pwd
 from .exit import EXIT_UNKNOWN
 from .reactor import PIPE_BUF, wait_readable_blocking
+from .supervisor import register, unregister
 
 if TYPE_CHECKING:
     import subprocess
@@ -222,7 +233,10 @@ class Child:
         except (AttributeError, OSError):
             self.pidfd = -1
         self.returncode: int | None = None
+        #: Descendants outside the group, found at the stop (None: not looked).
+        self.escaped: list[Escaped] | None = None
         _LIVE.add(self)
+        register(self.pid)  # killed by the keeper if we die first
 
     def _spawn_in(
         self,
@@ -239,7 +253,7 @@ class Child:
             stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
+            env=with_pwd(env, cwd),  # PWD names the directory it starts in
             cwd=cwd,
             start_new_session=True,
         )
@@ -283,6 +297,12 @@ class Child:
         """
         if self.returncode is None:
             self._killpg(signal.SIGKILL)
+            if self.escaped:
+                _signal_escaped(self.escaped, signal.SIGKILL, close=True)
+                _log_escaped(self.pid, self.escaped)
+            # While the zombie holds the group id: the keeper never kills a
+            # group that reused it.
+            unregister(self.pid)
             try:
                 _, status = os.waitpid(self.pid, 0)
             except ChildProcessError:
@@ -317,11 +337,24 @@ class Child:
     def ask_to_stop(self) -> None:
         """SIGTERM to the whole group, without waiting or reaping: for a child
         whose pipes another task reads to their end (that task reaps)."""
-        self._killpg(signal.SIGTERM)
+        self._stop_signal(signal.SIGTERM)
 
     def force_stop(self) -> None:
         """SIGKILL to the whole group, without waiting or reaping."""
-        self._killpg(signal.SIGKILL)
+        self._stop_signal(signal.SIGKILL)
+
+    def _stop_signal(self, sig: signal.Signals) -> None:
+        """``sig`` to the group and to what escaped it, found first (at the
+        first signal, while the leader runs and its descendants link to it)."""
+        if self.escaped is None and self.returncode is None and not self.has_exited():
+            self.escaped = find_escaped(self.pid)
+        self._killpg(sig)
+        if self.escaped:
+            _signal_escaped(self.escaped, sig)
+
+    def escaped_text(self) -> str:
+        """The descendants found outside the group at the stop, in words ("")."""
+        return escaped_text(self.escaped or ())
 
     async def terminate(self, grace: float) -> int:
         """Stop the whole tree: close stdin, SIGTERM, ``grace``, SIGKILL, reap.
@@ -433,6 +466,128 @@ async def stop_children(
             for child in children:
                 await child.wait_exit()
         end_stop(children, close=close)
+
+
+# -- descendants that left the group --------------------------------------------------
+
+
+class Escaped:
+    """A descendant outside its leader's group, held by a pidfd (-1: closed)."""
+
+    __slots__ = ("command", "pid", "pidfd")
+
+    def __init__(self, pid: int, pidfd: int, command: str) -> None:
+        self.pid, self.pidfd, self.command = pid, pidfd, command
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command: state, ppid, pgrp, ..."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            data = file.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2 :].decode().split()
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children, by every thread of it (``/proc/PID/task/*/children``)."""
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children", "rb") as file:
+                found.extend(int(child) for child in file.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _command(pid: int) -> str:
+    """Its command line, cut to 200 characters; its name alone (``[sh]``)
+    while it has none (in the middle of an exec)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            raw = file.read(400)
+        if not raw:
+            with open(f"/proc/{pid}/comm", "rb") as file:
+                raw = b"[" + file.read().strip() + b"]"
+    except OSError:
+        return "?"
+    text = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    return text[:200]
+
+
+def find_escaped(leader: int) -> list[Escaped]:
+    """``leader``'s descendants whose process group is not ``leader``'s.
+
+    Each is taken with a pidfd, then checked to be a child of the process it
+    was listed under still, so a signal later reaches that process and never
+    one that reused its number. Empty without ``/proc`` or ``pidfd_open``.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return []
+    escaped: list[Escaped] = []
+    todo = [leader]
+    seen = {leader}
+    while todo and len(seen) < 10_000:
+        parent = todo.pop()
+        for pid in _children(parent):
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                continue  # gone already
+            fields = _stat(pid)
+            if fields is None or int(fields[1]) != parent:
+                os.close(pidfd)  # gone, or its number reused: not ours
+                continue
+            todo.append(pid)
+            if int(fields[2]) == leader:
+                os.close(pidfd)  # in the group: the group kill reaches it
+            else:
+                escaped.append(Escaped(pid, pidfd, _command(pid)))
+    return escaped
+
+
+def _signal_escaped(
+    escaped: Iterable[Escaped], sig: signal.Signals, *, close: bool = False
+) -> None:
+    for process in escaped:
+        if process.pidfd < 0:
+            continue
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(process.pidfd, sig)
+        if close:
+            os.close(process.pidfd)
+            process.pidfd = -1
+
+
+def escaped_text(escaped: Sequence[Escaped]) -> str:
+    """Descendants outside the group, in words for an error (not redacted)."""
+    if not escaped:
+        return ""
+    shown = ", ".join(f"pid {p.pid} ({p.command})" for p in escaped[:5])
+    more = f" and {len(escaped) - 5} more" if len(escaped) > 5 else ""
+    return (
+        "It had started processes outside its process group (setsid or "
+        f"setpgid), killed with it: {shown}{more}."
+    )
+
+
+def _log_escaped(leader: int, escaped: Sequence[Escaped]) -> None:
+    import logging  # the rare path: it costs start-up time
+
+    from .redact import redact
+
+    logging.getLogger(__name__).warning(
+        "process %d: %s", leader, redact(escaped_text(escaped))
+    )
 
 
 @atexit.register

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast, overload
 
 from ..bridge.errors import BackendStartError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ("child_env", "child_environb", "resolve_executable")
+__all__ = ("child_env", "child_environb", "resolve_executable", "with_pwd")
 
 
 def child_env(
@@ -35,6 +35,26 @@ def child_environb(
     if overrides:
         env.update((os.fsencode(k), os.fsencode(v)) for k, v in overrides.items())
     return env
+
+
+@overload
+def with_pwd(env: Mapping[str, str], cwd: str) -> dict[str, str]: ...
+@overload
+def with_pwd(env: Mapping[bytes, bytes], cwd: str) -> dict[bytes, bytes]: ...
+def with_pwd(
+    env: Mapping[str, str] | Mapping[bytes, bytes], cwd: str
+) -> dict[str, str] | dict[bytes, bytes]:
+    """``env`` with ``PWD`` naming ``cwd`` (absolute), as a shell's ``cd`` leaves
+    it: a child started in ``cwd`` that takes its directory from ``PWD``
+    (OpenCode takes its project from it) must not see the parent's."""
+    pwd = os.path.abspath(cwd)
+    if any(isinstance(key, bytes) for key in env):
+        environb = cast("dict[bytes, bytes]", dict(env))
+        environb[b"PWD"] = os.fsencode(pwd)
+        return environb
+    environ = cast("dict[str, str]", dict(env))
+    environ["PWD"] = pwd
+    return environ
 
 
 def resolve_executable(command: str, search: str | None, cwd: str | None) -> str:

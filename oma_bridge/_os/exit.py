@@ -19,6 +19,7 @@ __all__ = (
     "exit_error",
     "exit_signal",
     "held_open",
+    "install_failure",
 )
 
 #: ``Child.returncode`` after ``reap()`` when the exit status could not be
@@ -73,6 +74,64 @@ def exit_error(
         reported=reported,
         left_behind=left_behind,
     )
+
+
+def install_failure(argv: Iterable[str], tail: str) -> str | None:
+    """Why ``npx`` could not install the package it was to run, in one line
+    with what to try, when its stderr ``tail`` says so (npm's ``code`` line,
+    then its reason: ``ETARGET`` "No matching version found for PKG@V",
+    ``E404`` "Not Found - GET ..."); None for any other ending.
+
+    A registry entry names an exact version, which the package registry in
+    reach may not serve (an older snapshot, a mirror behind).
+    """
+    command, *args = argv
+    if command.rpartition("/")[2] != "npx":
+        return None
+    lines = [
+        line[len("npm error ") if line.startswith("npm error ") else 9 :].strip()
+        for line in tail.splitlines()
+        if line.startswith(("npm error ", "npm ERR! "))  # npm 10, before 10
+    ]
+    code = next((line[5:] for line in lines if line.startswith("code ")), None)
+    if code is None:
+        return None
+    reason = _npm_reason(lines)
+    spec, run = _npx_package(args)
+    name = spec or "PACKAGE"
+    if spec.rfind("@") > 0:  # @scope/pkg@1.2 -> @scope/pkg
+        name = spec[: spec.rfind("@")]
+    latest = f"npx -y --package {name} {run}" if run else f"npx -y {name}"
+    what = f"{spec} " if spec else "the package "
+    return (
+        f"npx could not install {what}(npm error {code}: "
+        f"{reason.rstrip('.') or 'no reason given'}); try `oma-bridge agents "
+        "--update` for the current registry, a built-in preset (`oma-bridge "
+        f'agents` lists them), or --acp "{latest}" for its latest version'
+    )
+
+
+def _npm_reason(lines: list[str]) -> str:
+    """npm's first line of reason, without its tag (``notarget``, ``404``)."""
+    for line in lines:
+        if line.startswith(("code ", "A complete log")):
+            continue
+        tag, _, rest = line.partition(" ")
+        if tag == "notarget" or (len(tag) == 3 and tag.isdigit()):
+            line = rest.strip()
+        if line:
+            return line
+    return ""
+
+
+def _npx_package(args: list[str]) -> tuple[str, str]:
+    """The package ``npx ARGS`` installs, and the command it runs from it when
+    named apart (``--package PKG CMD``; else "")."""
+    for i, arg in enumerate(args):
+        if arg in ("--package", "-p") and i + 1 < len(args):
+            rest = [a for a in args[i + 2 :] if not a.startswith("-")]
+            return args[i + 1], rest[0] if rest else ""
+    return next((a for a in args if not a.startswith("-")), ""), ""
 
 
 def held_open(pipes: str, grace: float) -> str:

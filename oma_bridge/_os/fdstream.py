@@ -36,9 +36,15 @@ from .reactor import Reactor, ReadableCheck, read_pipe
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ("FdReceiveStream", "FdSendStream")
+__all__ = ("READ_AHEAD_LIMIT", "STALL_TIMEOUT", "FdReceiveStream", "FdSendStream")
 
 _READ_SIZE = 64 * 1024
+#: Seconds a peer may take no byte of ours while we have some to write before
+#: it counts as having stopped reading (``FdSendStream(stall=)``).
+STALL_TIMEOUT = 5.0
+#: The most a peer's output is read ahead while a write to it waits: what a
+#: peer that floods us and stops reading can make us hold.
+READ_AHEAD_LIMIT = 16 * 1024 * 1024
 _FOREVER = float("inf")
 
 
@@ -109,7 +115,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
         writer_gone: Callable[[], bool] | None = None,
         grace: float = 1.0,
         poll: float = 0.25,
-        ahead_limit: int = 64 * 1024 * 1024,
+        ahead_limit: int = READ_AHEAD_LIMIT,
     ) -> None:
         self._fd = fd
         # Read by drain_until_writable, not yet returned by receive().
@@ -299,6 +305,9 @@ class FdSendStream(anyio.abc.ByteSendStream):
         read_ahead: The stream of the same peer's output: while a write waits,
             it is read ahead (``drain_until_writable``), so a peer that writes
             a lot before it reads cannot deadlock with us.
+        stall: A reader that takes no byte for this many seconds while we wait
+            to write has stopped reading: ``BrokenResourceError``. None: wait
+            as long as it takes.
 
     Attributes:
         torn: A write was cancelled after part of the data went out, so the
@@ -316,8 +325,10 @@ class FdSendStream(anyio.abc.ByteSendStream):
         on_eof: Callable[[], None] | None = None,
         finish_within: float | None = None,
         read_ahead: FdReceiveStream | None = None,
+        stall: float | None = None,
     ) -> None:
         self._fd = fd
+        self._stall = stall
         self._read_ahead = read_ahead
         self._on_eof = on_eof
         self._finish_within = finish_within
@@ -338,21 +349,32 @@ class FdSendStream(anyio.abc.ByteSendStream):
             await self._send_rest(view, sent)
             return
         raise anyio.BrokenResourceError(
-            f"the reader took no whole item within {self._finish_within} s"
+            f"it took no whole frame within {self._finish_within:g} s"
         )
 
     async def _send_rest(self, view: memoryview, sent: int) -> None:
         try:
             while sent < len(view):
-                if self._read_ahead is None:
-                    await _wait_writable(self._fd)
+                if self._stall is None:
+                    await self._wait_writable()
                 else:
-                    await self._read_ahead.drain_until_writable(self._fd)
+                    with anyio.move_on_after(self._stall) as scope:
+                        await self._wait_writable()
+                    if scope.cancelled_caught:
+                        raise anyio.BrokenResourceError(
+                            f"it took no byte for {self._stall:g} s"
+                        )
                 sent += self._write(view[sent:])
         except BaseException:
             if sent:
                 self.torn = True
             raise
+
+    async def _wait_writable(self) -> None:
+        if self._read_ahead is None:
+            await _wait_writable(self._fd)
+        else:
+            await self._read_ahead.drain_until_writable(self._fd)
 
     def _write(self, data: bytes | memoryview) -> int:
         try:

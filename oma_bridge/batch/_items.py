@@ -132,6 +132,8 @@ class BatchResult:
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "cost": usage.cost,
+                "context_used": usage.context_used,
+                "context_size": usage.context_size,
             },
             "cancelled": self.cancelled,
         }

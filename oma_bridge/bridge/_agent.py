@@ -212,12 +212,13 @@ class Agent:
     async def run(self, input: str | Sequence[LLMMessage]) -> AgentRunResult:
         """Run once on ``input``; persistent history is neither read nor changed.
 
+        Cancellation stops the agent (its whole process tree) before returning.
+
         Returns:
             The result; agent failures are results with ``success=False``.
 
         Raises:
             InvalidMessageError, UnsupportedContentBlockError: see ``stream``.
-            Cancellation stops the agent (its whole process tree) before returning.
         """
         return await self.stream(input).result()
 

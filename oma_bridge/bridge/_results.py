@@ -20,15 +20,28 @@ MAX_COST = sys.float_info.max
 
 @dataclass(frozen=True)  # no slots=True: it builds the class twice, at every start
 class TokenUsage:
-    """Tokens (and cost, when the agent reports it) spent by one run.
+    """Tokens billed (and cost, when the agent reports it) for one run, and the
+    agent's context window as last reported.
 
-    ``a + b`` adds field by field; a cost stays None only when both are None.
-    A dataclass rather than a tuple, so ``+`` has one meaning.
+    ``input_tokens`` and ``output_tokens`` are what the model billed: an ACP
+    prompt answer's ``usage``, else what an agent puts in ``_meta`` (Gemini
+    CLI's ``quota.token_count``, Qwen Code's ``usage`` on message chunks), else
+    the CLI's own stream; 0 when the agent reported none. ``cost`` is the run's
+    (an ACP session's cumulative ``cost`` less what it was when the turn
+    began). ``context_used`` and ``context_size`` are the context window's
+    occupancy and size (ACP ``usage_update.used`` and ``size``): a reading,
+    not tokens spent, and None when the agent gave none.
+
+    ``a + b`` adds the counts and costs field by field (a cost stays None only
+    when both are None) and keeps the later context reading (``b``'s, unless it
+    has none). A dataclass rather than a tuple, so ``+`` has one meaning.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
+    context_used: int | None = None
+    context_size: int | None = None
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         """The sum, saturating: counts at ``MAX_TOKENS``, a cost at
@@ -38,10 +51,15 @@ class TokenUsage:
         cost = None
         if self.cost is not None or other.cost is not None:
             cost = min((self.cost or 0.0) + (other.cost or 0.0), MAX_COST)
+        used, size = other.context_used, other.context_size
+        if used is None and size is None:
+            used, size = self.context_used, self.context_size
         return TokenUsage(
             min(self.input_tokens + other.input_tokens, MAX_TOKENS),
             min(self.output_tokens + other.output_tokens, MAX_TOKENS),
             cost,
+            used,
+            size,
         )
 
 
@@ -49,7 +67,12 @@ _NO_USAGE = TokenUsage()
 
 
 class ToolCallRecord(NamedTuple):
-    """A tool call the agent made during the run, as last reported."""
+    """A tool call the agent made or attempted during the run, as last reported.
+
+    ``error`` says why a call that never ran failed (its permission was
+    refused, cancelled, or the request failed), when the agent itself did not
+    report the call.
+    """
 
     id: str
     title: str = ""
@@ -57,6 +80,7 @@ class ToolCallRecord(NamedTuple):
     status: str | None = None
     raw_input: JSONValue = None
     raw_output: JSONValue = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

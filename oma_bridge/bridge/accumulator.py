@@ -9,10 +9,11 @@ The coercions ``as_count`` and ``as_cost`` read numbers out of such reports.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import TYPE_CHECKING, final
 
-from ._results import TokenUsage, ToolCallRecord
+from ._results import MAX_TOKENS, TokenUsage, ToolCallRecord
 from .events import (
     PlanEvent,
     TextEvent,
@@ -116,7 +117,7 @@ class RunAccumulator:
 
     def add_text(self, text: str) -> None:
         """A piece of the reply: kept (what fits under the cap) and an event."""
-        text = self._capped(text)
+        text = self._capped(_whole(text))
         if text:
             self._texts.append(text)
             self.emit(TextEvent(text))
@@ -140,7 +141,7 @@ class RunAccumulator:
     def add_thought(self, text: str) -> None:
         """A piece of the agent's visible reasoning: an event, never output."""
         if text:
-            self.emit(ThoughtEvent(text))
+            self.emit(ThoughtEvent(_whole(text)))
 
     def set_plan(self, entries: list[dict[str, JSONValue]]) -> None:
         """The agent's whole plan, replacing the one before."""
@@ -184,8 +185,36 @@ class RunAccumulator:
             old.status if status is None else status,
             old.raw_input if raw_input is None else raw_input,
             old.raw_output if raw_output is None else raw_output,
+            old.error,
         )
         self._updated(record, content=content, raw_output=raw_output)
+
+    def fail_tool(
+        self,
+        call_id: str,
+        title: str = "",
+        *,
+        kind: str | None = None,
+        raw_input: JSONValue = None,
+        reason: str,
+    ) -> None:
+        """A tool call was attempted but never ran (its permission refused, or
+        cancelled): recorded failed with ``reason``, and in the stream, unless
+        the agent reported the call itself (then its own reports stand)."""
+        if call_id in self.tools:
+            return
+        self.tools[call_id] = ToolCallRecord(
+            call_id, title, kind, "failed", raw_input, None, reason
+        )
+        self.emit(ToolCallEvent(call_id, title, kind, "failed", raw_input))
+        self.emit(
+            ToolCallUpdateEvent(
+                call_id,
+                title=title or None,
+                status="failed",
+                content=_text_content(reason),
+            )
+        )
 
     def end_tool(
         self, call_id: str, *, failed: bool = False, output: JSONValue = None
@@ -215,11 +244,29 @@ class RunAccumulator:
     def set_usage(
         self, input_tokens: int, output_tokens: int, cost: float | None = None
     ) -> None:
-        """The run's usage so far, replacing the last reading (a cost of None
-        keeps the last cost)."""
+        """The run's billed usage so far, replacing the last reading (a cost
+        of None keeps the last cost; the context reading stays). Saturates as
+        ``TokenUsage`` sums do: a reading made of several counts (input plus
+        cache reads plus cache writes) may add up past ``MAX_TOKENS``."""
+        old = self.usage
         if cost is None:
-            cost = self.usage.cost
-        self.usage = TokenUsage(input_tokens, output_tokens, cost)
+            cost = old.cost
+        self.usage = TokenUsage(
+            min(input_tokens, MAX_TOKENS),
+            min(output_tokens, MAX_TOKENS),
+            cost,
+            old.context_used,
+            old.context_size,
+        )
+        self.emit(UsageEvent(self.usage))
+
+    def set_context(self, used: int | None, size: int | None) -> None:
+        """The context window's occupancy and size, as last read (not tokens
+        spent: the billed counts stay as they are)."""
+        old = self.usage
+        self.usage = TokenUsage(
+            old.input_tokens, old.output_tokens, old.cost, used, size
+        )
         self.emit(UsageEvent(self.usage))
 
     def add_usage(
@@ -228,6 +275,19 @@ class RunAccumulator:
         """One more step's usage, added to the run's."""
         total = self.usage + TokenUsage(input_tokens, output_tokens, cost)
         self.set_usage(total.input_tokens, total.output_tokens, total.cost)
+
+
+def _whole(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD, as undecodable bytes are:
+    JSON may escape one (``"\\ud800"``), and no reply holding one can be
+    written as UTF-8 (stdout, a results file, an editor's frame); the output
+    cap counts UTF-8 bytes."""
+    if text.isascii():
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _text_content(text: str) -> list[JSONValue]:

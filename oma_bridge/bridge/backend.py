@@ -64,8 +64,9 @@ class SessionReplay(NamedTuple):
             (it restored the session without replaying anything).
         messages: The replayed conversation as text messages, in order: user
             and assistant turns (consecutive chunks of one role joined).
-        events: The typed events made of the replayed updates (text, thought,
-            tool calls, plans), as a run would have reported them.
+        events: The typed events made of the replayed updates (the user's
+            messages, text, thought, tool calls, plans, ...), as a run would
+            have reported them.
         updates: The replayed ``session/update`` objects, as sent.
     """
 

@@ -6,6 +6,7 @@
     ├── InvalidMessageError          also ValueError; .code, .path (index path)
     ├── UnsupportedContentBlockError .block_type (terminal: never retried)
     ├── BackendStartError            .command, .searched_path
+    │   └── RootRefusedError         .sandbox (the IS_SANDBOX value found)
     ├── BackendExitError             .exit_code / .signal, .stderr_tail, .reported
     ├── BackendTimeout               also TimeoutError; .timeout
     ├── AgentRefusal
@@ -38,6 +39,7 @@ __all__ = (
     "OmaBridgeError",
     "ProtocolError",
     "RemoteError",
+    "RootRefusedError",
     "UnsupportedContentBlockError",
 )
 
@@ -112,6 +114,40 @@ class BackendStartError(OmaBridgeError):
         super().__init__(message)
 
 
+class RootRefusedError(BackendStartError):
+    """The agent refuses to run as root: Claude Code (and claude-agent-acp,
+    which runs it) unless ``IS_SANDBOX=1`` is in its environment.
+
+    Claude Code says "--dangerously-skip-permissions cannot be used with
+    root/sudo privileges" and exits 1; behind claude-agent-acp the session
+    then fails with "Query closed before response received". Installing it
+    again does not help: the environment, or the user, must change.
+
+    Attributes:
+        sandbox: The value of ``IS_SANDBOX`` the agent got (None: unset).
+        said: What the agent said, as one line (redacted by the caller).
+    """
+
+    code: ClassVar[str] = "ROOT_REFUSED"
+
+    #: What Claude Code writes to stderr when it refuses root.
+    REFUSAL: ClassVar[str] = "cannot be used with root/sudo privileges"
+
+    def __init__(self, command: str, *, sandbox: str | None, said: str = "") -> None:
+        self.sandbox = sandbox
+        self.said = said
+        found = "unset" if sandbox is None else f"{sandbox!r}"
+        reason = (
+            "it refuses to run as root: set IS_SANDBOX=1 in its environment "
+            f"(IS_SANDBOX is {found} here), with --env IS_SANDBOX=1 on the "
+            "command line or env={'IS_SANDBOX': '1'} in Python, or run it as "
+            "a user other than root"
+        )
+        if said:
+            reason += f" (it said: {said})"
+        super().__init__(command, reason=reason)
+
+
 class BackendExitError(OmaBridgeError):
     """The agent process ended with a non-zero exit code or was killed by a signal.
 
@@ -166,16 +202,25 @@ class BackendExitError(OmaBridgeError):
 
 
 class BackendTimeout(OmaBridgeError, TimeoutError):
-    """The run took longer than its ``timeout``; the agent's processes were killed."""
+    """The run took longer than its ``timeout``; the agent's processes were killed.
+
+    Attributes:
+        left_behind: The processes it had started outside its process group
+            (killed with it), named, secrets redacted; else "".
+    """
 
     code: ClassVar[str] = "BACKEND_TIMEOUT"
 
-    def __init__(self, what: str, *, timeout: float) -> None:
+    def __init__(self, what: str, *, timeout: float, left_behind: str = "") -> None:
         self.timeout = timeout
-        super().__init__(
+        self.left_behind = left_behind
+        message = (
             f"{what} did not finish within {timeout:g} s and was stopped; "
             "raise the timeout if the agent needs longer."
         )
+        if left_behind:
+            message += f" {left_behind}"
+        super().__init__(message)
 
 
 class AgentRefusal(OmaBridgeError):
@@ -249,9 +294,12 @@ def error_details(data: JSONValue, limit: int = 300) -> str:
 class AuthRequiredError(RemoteError):
     """The agent requires a login (JSON-RPC -32000) and none could be done.
 
-    ``str()`` tells a Python caller what to do (``auth_method=``);
+    ``str()`` tells a Python caller what to do (``auth_method=``, ``env=``);
     ``describe(option=...)`` phrases the same advice for another front end
-    (the CLI passes ``"--auth-method "``).
+    (the CLI passes ``"--auth-method "``, and is told ``--env NAME=...``).
+    A method that names a variable (an ``env_var`` method's ``vars``, a
+    ``CODEX_API_KEY`` in its name or description, or an id such as
+    ``gemini-api-key``) is advised with the variable to set.
 
     Attributes:
         command: The agent's command, as configured.
@@ -260,6 +308,8 @@ class AuthRequiredError(RemoteError):
         login_command: The agent's own login command, when it is known.
         tried: The ``auth_method`` that was tried (or refused), if any.
         problem: What went wrong with ``tried``, if anything.
+        unset_env: The variables the methods name that are not set in the
+            agent's environment; None when that is not known.
     """
 
     code: ClassVar[str] = "AUTH_REQUIRED"
@@ -276,12 +326,14 @@ class AuthRequiredError(RemoteError):
         login_command: str | None = None,
         tried: str | None = None,
         problem: str | None = None,
+        unset_env: Sequence[str] | None = None,
     ) -> None:
         self.command = command
         self.auth_methods = tuple(dict(a) for a in auth_methods)
         self.login_command = login_command
         self.tried = tried
         self.problem = problem
+        self.unset_env = None if unset_env is None else tuple(unset_env)
         super().__init__(method, rpc_code=rpc_code, message=message, data=data)
         self.args = (self.describe(),)
 
@@ -290,7 +342,8 @@ class AuthRequiredError(RemoteError):
 
         Args:
             option: How the caller chooses a method: ``"auth_method="`` (Python,
-                the default) or ``"--auth-method "`` (the CLI).
+                the default; variables as ``env={...}``) or ``"--auth-method "``
+                (the CLI; variables as ``--env NAME=...``).
         """
         said = self.rpc_message.rstrip(". ") or "Authentication required"
         details = error_details(self.data)
@@ -303,25 +356,105 @@ class AuthRequiredError(RemoteError):
             else "log in with its own command first"
         )
         if not self.auth_methods:
-            text += f" This agent advertises no login method; {own}."
-        else:
-            offered = ", ".join(_describe_method(a) for a in self.auth_methods)
-            text += f" It advertises these auth methods: {offered}."
-            if self.problem:
-                text += f" {self.problem}."
-            text += f" {_advice(option)}, or {own}."
-        return text
+            return text + f" This agent advertises no login method; {own}."
+        offered = ", ".join(_describe_method(a) for a in self.auth_methods)
+        text += f" It advertises these auth methods: {offered}."
+        if self.problem:
+            text += f" {self.problem}."
+        keyed = {
+            str(a.get("id")): names
+            for a in self.auth_methods
+            if (names := method_variables(a))
+        }
+        wanted = keyed.get(self.tried or "")
+        if wanted:  # the method tried reads a variable: say which, and how
+            assert self.tried is not None
+            text += f" {self.tried!r} reads {_either(wanted)}"
+            unset = [n for n in wanted if n in (self.unset_env or ())]
+            if self.unset_env is not None and len(unset) == len(wanted):
+                text += ", which is not set in the agent's environment"
+            elif self.unset_env is not None:
+                text += " (set in the agent's environment: check its value)"
+            forms = " or ".join(_env_form(option, name) for name in wanted)
+            return text + (
+                f": set it ({forms}), choose another method with {option}ID, or {own}."
+            )
+        text += f" {_advice(option)}"
+        if keyed:
+            examples = [
+                f"{_choice(option, id_)} {_env_form(option, names[0])}"
+                for id_, names in list(keyed.items())[:2]
+            ]
+            text += f" (with an API key: {', or '.join(examples)})"
+        return text + f", or {own}."
 
     @staticmethod
     def reworded(message: str, *, option: str) -> str:
         """``message``, an ``AuthRequiredError``'s ``str()`` kept as text (a
         batch result's ``error_message``), with its advice phrased for
         ``option`` as ``describe(option=...)`` phrases it."""
-        return message.replace(_advice("auth_method="), _advice(option))
+        import re
+
+        python = "auth_method="
+        message = re.sub(
+            r"auth_method='([^'\s]*)',",
+            lambda found: _choice(option, found[1]),
+            message,
+        )
+        message = re.sub(
+            r"env=\{'([A-Za-z_][A-Za-z0-9_]*)': '\.\.\.'\}",
+            lambda found: _env_form(option, found[1]),
+            message,
+        )
+        return message.replace(f"{python}ID", f"{option}ID")
+
+
+def method_variables(method: Mapping[str, JSONValue]) -> list[str]:
+    """The environment variables an advertised auth method reads: its ``vars``
+    (an ``env_var`` method), else the names written in its name or
+    description (``Use CODEX_API_KEY``), else one its id spells
+    (``gemini-api-key``: ``GEMINI_API_KEY``)."""
+    import re
+
+    wanted = method.get("vars")
+    names = [
+        str(v.get("name"))
+        for v in (wanted if isinstance(wanted, list) else [])
+        if isinstance(v, dict) and isinstance(v.get("name"), str)
+    ]
+    if not names:
+        for key in ("name", "description"):
+            said = method.get(key)
+            if isinstance(said, str):
+                names += re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", said)
+    ident = method.get("id")
+    if not names and isinstance(ident, str):
+        if re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*-api-key", ident):
+            names = [ident.upper().replace("-", "_")]
+    return list(dict.fromkeys(names))
 
 
 def _advice(option: str) -> str:
     return f"Choose one with {option}ID"
+
+
+def _cli(option: str) -> bool:
+    """Whether ``option`` is a command-line flag rather than a keyword."""
+    return not option.endswith("=")
+
+
+def _choice(option: str, method: str) -> str:
+    """``--auth-method ID`` or ``auth_method='ID',`` for one method."""
+    return f"{option}{method}" if _cli(option) else f"{option}{method!r},"
+
+
+def _env_form(option: str, name: str) -> str:
+    """How this front end sets ``name`` for the agent."""
+    return f"--env {name}=..." if _cli(option) else f"env={{{name!r}: '...'}}"
+
+
+def _either(names: list[str]) -> str:
+    return " or ".join(names)
 
 
 def _quoted(login: str) -> str:

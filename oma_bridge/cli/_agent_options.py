@@ -14,9 +14,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
-    from ..acp import PermissionPolicy, PermissionRequest
+    from ..acp import ElicitationRequest, PermissionPolicy, PermissionRequest
     from ..bridge import AgentConfig, BackendConfig
     from ..presets import Preset
     from ..presets.config import NamedAgent
@@ -54,15 +54,20 @@ def positive_float(value: str) -> float:
     return number
 
 
-def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) -> None:
+def add_agent_options(
+    parser: argparse.ArgumentParser, *, prompt_options: bool, required: bool = True
+) -> None:
     """Declare the agent choice and its options on ``parser``.
 
     Args:
         prompt_options: Also declare ``--system-prompt`` (not for commands whose
             prompts come from elsewhere).
+        required: One agent must be chosen (else at most one may be).
     """
-    agent = parser.add_argument_group("agent (exactly one)")
-    which = agent.add_mutually_exclusive_group(required=True)
+    agent = parser.add_argument_group(
+        "agent (exactly one)" if required else "agent (at most one)"
+    )
+    which = agent.add_mutually_exclusive_group(required=required)
     which.add_argument(
         "--process",
         metavar='"CMD ARGS"',
@@ -73,7 +78,7 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         "--acp",
         metavar='"CMD ARGS"',
         help="an agent that speaks the Agent Client Protocol on stdio (e.g. "
-        '"npx @zed-industries/codex-acp", "gemini --acp")',
+        '"npx -y @agentclientprotocol/codex-acp", "gemini --acp")',
     )
     which.add_argument(
         "--agent",
@@ -116,7 +121,8 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         "--timeout",
         metavar="S",
         type=positive_float,
-        help="stop a run (the agent's whole process tree) after S seconds",
+        help="stop a run (the agent's whole process tree) after S seconds; for "
+        "an ACP agent, S bounds its start-up and login, then S its turn",
     )
     acp = parser.add_argument_group("ACP agents", ACP_HELP)
     policy = acp.add_mutually_exclusive_group()
@@ -141,6 +147,15 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         "--terminal",
         action="store_true",
         help="let the agent run commands in terminals (killed and reaped at the end)",
+    )
+    acp.add_argument(
+        "--add-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="another workspace root of the session besides --cwd (repeatable; "
+        "sent to agents that take additionalDirectories, skipped with a warning "
+        "otherwise; with --fs the agent may use its files too)",
     )
     acp.add_argument(
         "--auth-method",
@@ -175,6 +190,10 @@ def add_agent_options(parser: argparse.ArgumentParser, *, prompt_options: bool) 
         '"https://...", "headers": []}\'',
     )
 
+
+#: AcpBackendConfig's own startup_timeout (the agent's spawn, initialize and
+#: session), read here without importing the ACP package.
+_STARTUP_TIMEOUT = 60.0
 
 #: How a CLI user chooses an ACP login method (``AuthRequiredError.describe``).
 _AUTH_OPTION = "--auth-method "
@@ -272,6 +291,38 @@ def install_hint(name: str, command: str | None) -> str:
     )
 
 
+#: Words in a failure that say it is about a login (lower case).
+_LOGIN_WORDS = ("log in", "login", "logged in", "authenticat", "api key", "api_key")
+
+
+def login_hint(name: str, said: str, env: Mapping[str, str] | None) -> str:
+    """What to add when ``--agent NAME`` failed saying something about a login
+    (``said``) while none of the variables it takes credentials from is set in
+    its environment (ours with ``env`` over it): which they are, and the
+    ``--env`` that sets one."""
+    from ..presets.config import NamedAgent
+
+    if not any(word in said.lower() for word in _LOGIN_WORDS):
+        return ""
+    try:
+        named, _, _ = lookup_named(name)
+    except ValueError:
+        return ""
+    known = named.preset if isinstance(named, NamedAgent) else named
+    merged = {**os.environ, **(env or {})}
+    if not known.credentials or any(merged.get(v) for v in known.credentials):
+        return ""
+    own = ""
+    if known.login_check and "log in with its own command" not in said:
+        own = f", or log in with `{known.login_check[0]}`"
+    stop = "" if said.rstrip().endswith((".", "!", "?")) else "."
+    return (
+        f"{stop} Agent {name!r} takes its credentials from "
+        f"{' or '.join(known.credentials)}, and none is set: set one "
+        f"(--env {known.credentials[0]}=...){own}."
+    )
+
+
 def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> BackendConfig:
     """A named agent's config: the options given (None means not given) over
     the configured ones; ``env`` merged, not replaced."""
@@ -284,6 +335,15 @@ def named_backend(named: NamedAgent | Preset, options: dict[str, Any]) -> Backen
             given["env"] = {**configured["env"], **given["env"]}  # type: ignore[dict-item]
         return named.preset.backend_config(**{**configured, **given})
     return named.backend_config(**given)
+
+
+def _directory(path: str) -> str:
+    """An ``--add-dir`` as an absolute path; one that is no folder is refused."""
+    if not os.path.isdir(path):
+        raise ValueError(
+            f"--add-dir {path} is not a directory; give an existing folder"
+        )
+    return os.path.abspath(path)
 
 
 def _split(transport: str, command: str) -> list[str]:
@@ -348,6 +408,7 @@ def _process_backend(
             ("--approve-all/--approve-reads/--deny-all", args.permission),
             ("--fs", args.fs),
             ("--terminal", args.terminal),
+            ("--add-dir", args.add_dir),
             ("--auth-method", args.auth_method),
             ("--mode", args.mode),
             ("--model", args.model),
@@ -389,13 +450,26 @@ def _acp_backend(
         "config_options": _pairs("--config", args.config)
         | ({"model": args.model} if args.model else {}),
         "mcp_servers": tuple(_mcp_server(spec) for spec in args.mcp_server),
+        "additional_directories": tuple(_directory(d) for d in args.add_dir),
     }
+    if interactive and sys.stdin.isatty() and sys.stderr.isatty():
+        acp["elicitation"] = ask_elicitation_on_terminal  # else: declined
+        acp["terminal_login"] = True  # a terminal auth method runs here
+    if args.timeout is not None:
+        # --timeout bounds the start-up and login too, not only the turn: a
+        # login that waits for a browser must not hold `--timeout 5` for 60 s.
+        configured = getattr(named, "options", {}).get("startup_timeout")
+        acp["startup_timeout"] = min(args.timeout, configured or _STARTUP_TIMEOUT)
     if named is not None:
         # Flags not given leave what a config file set (None is "not given").
         configured = getattr(named, "options", {})
         if args.permission is None and "permission" in configured:
             acp["permission"] = None
-        acp.update(fs=args.fs or None, terminal=args.terminal or None)
+        acp.update(
+            fs=args.fs or None,
+            terminal=args.terminal or None,
+            additional_directories=acp["additional_directories"] or None,
+        )
         return named_backend(named, acp)
     from ..acp import AcpBackendConfig
 
@@ -421,9 +495,83 @@ async def ask_on_terminal(request: PermissionRequest) -> bool | str:
     for number, option in enumerate(request.options, 1):
         lines.append(f"  {number}) {option.get('name') or option.get('kind')}")
     lines.append(f"Choose 1-{len(request.options)} (Enter rejects): ")
-    sys.stderr.write("\n".join(lines))
-    sys.stderr.flush()
-    answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+    from ._waiting import paused  # run's status line stays away meanwhile
+
+    with paused():
+        sys.stderr.write("\n".join(lines))
+        sys.stderr.flush()
+        answer = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
     if answer.isdigit() and 1 <= int(answer) <= len(request.options):
         return str(request.options[int(answer) - 1].get("optionId"))
     return False
+
+
+async def ask_elicitation_on_terminal(request: ElicitationRequest) -> object:
+    """Show an elicitation on stderr and read the answer from stdin: a form
+    field by field, then the whole answer to confirm; a URL in full, to open
+    by hand. Enter (or an answer that does not fit) declines."""
+    import anyio
+
+    async def ask(text: str) -> str:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return str(await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+
+    sys.stderr.write(f"\nThe agent asks: {request.message or 'some information'}\n")
+    if request.mode == "url":
+        from urllib.parse import urlsplit
+
+        url = str(request.url)
+        sys.stderr.write(
+            f"It wants you to open {url}\n(host: {urlsplit(url).hostname})\n"
+        )
+        consent = await ask("Open it yourself; consent? [y/N] ")
+        return consent.lower() in ("y", "yes")
+    schema = request.requested_schema or {}
+    properties = schema.get("properties")
+    required = schema.get("required")
+    content: dict[str, object] = {}
+    for name, spec in (properties if isinstance(properties, dict) else {}).items():
+        spec = spec if isinstance(spec, dict) else {}
+        label = spec.get("title") or spec.get("description") or name
+        choices = spec.get("enum")
+        hint = f" ({'/'.join(map(str, choices))})" if isinstance(choices, list) else ""
+        text = await ask(f"  {label}{hint}: ")
+        if not text:
+            if isinstance(required, list) and name in required:
+                return False
+            continue
+        value = _field_value(text, spec)
+        if value is None:
+            sys.stderr.write(f"  {text!r} does not fit {name}; declined\n")
+            return False
+        content[name] = value
+    confirm = await ask(f"Send {content}? [y/N] ")
+    return content if confirm.lower() in ("y", "yes") else False
+
+
+def _field_value(text: str, spec: Mapping[str, object]) -> object:
+    """A typed field of an elicitation form, or None when ``text`` does not fit."""
+    kind = spec.get("type")
+    choices = spec.get("enum")
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+    except ValueError:
+        return None
+    if kind == "boolean":
+        return {
+            "y": True,
+            "yes": True,
+            "true": True,
+            "n": False,
+            "no": False,
+            "false": False,
+        }.get(text.lower())
+    if kind == "array":
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if isinstance(choices, list) and text not in choices:
+        return None
+    return text

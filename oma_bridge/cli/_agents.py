@@ -190,13 +190,25 @@ def _version(path: str, timeout: float) -> str | None:
     return first if status == 0 and first else None
 
 
-def _logged_in(check: tuple[str, ...], timeout: float) -> bool | None:
-    """Whether the CLI's login check passes; None when it cannot be run."""
+#: What a login check found (``login_state`` in --json), and its words in STATUS.
+_LOGIN_STATES = {
+    "logged_in": "logged in",
+    "logged_out": "NOT logged in",
+    "check_not_installed": "login not checked: `{}` is not installed",
+    "no_answer": "login check gave no answer",
+}
+
+
+def _login_state(check: tuple[str, ...], timeout: float) -> str:
+    """What the CLI's login check says (a key of ``_LOGIN_STATES``): it may be
+    another program than the agent's (claude-agent-acp is checked by `claude`)."""
     path = _which(check[0])
     if path is None:
-        return None
+        return "check_not_installed"
     status, _ = _probe([path, *check[1:]], timeout)
-    return None if status is None else status == 0
+    if status is None:
+        return "no_answer"
+    return "logged_in" if status == 0 else "logged_out"
 
 
 def _command_line(known: Preset) -> str:
@@ -212,14 +224,26 @@ def _command_line(known: Preset) -> str:
     return line
 
 
+def _as_installed(known: Preset) -> Preset:
+    """``known`` with the command that would run here (an older name of a
+    renamed adapter, when only that one is installed)."""
+    command = known.installed_command(os.environ.get("PATH"))
+    if command == known.command:
+        return known
+    import dataclasses
+
+    return dataclasses.replace(known, command=command)
+
+
 def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
-    entries = _entries()
+    entries = [(name, kind, _as_installed(known)) for name, kind, known in _entries()]
     paths = {known.command: _which(known.command) for _, _, known in entries}
     versions, logged_in = _probe_all(entries, paths, timeout, check_login)
     rows = []
     matrix = _matrix()
     for name, kind, known in entries:
         path = paths[known.command]
+        login_state = logged_in.get(known.login_check)
         runner = known.command in _RUNNERS
         rows.append(
             {
@@ -234,7 +258,10 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
                     v for v in known.credentials if not os.environ.get(v)
                 ],
                 "login_check": list(known.login_check) or None,
-                "logged_in": logged_in.get(known.login_check),
+                "logged_in": {"logged_in": True, "logged_out": False}.get(
+                    login_state or ""
+                ),
+                "login_state": login_state,
                 "output_format": known.output_format,
                 "command_line": _command_line(known),
                 "description": known.description,
@@ -249,7 +276,7 @@ def _probe_all(
     paths: dict[str, str | None],
     timeout: float,
     check_login: bool,
-) -> tuple[dict[str, str | None], dict[tuple[str, ...], bool | None]]:
+) -> tuple[dict[str, str | None], dict[tuple[str, ...], str]]:
     """Each installed CLI's version and (if asked) login state, probed at once."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -258,7 +285,7 @@ def _probe_all(
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = pool.map(lambda path: _version(path, timeout), probe)
         logins = pool.map(
-            lambda c: _logged_in(c, timeout), checks if check_login else []
+            lambda c: _login_state(c, timeout), checks if check_login else []
         )
         versions = dict(zip(probe, found, strict=True))
         logged_in = dict(zip(checks, logins, strict=False))
@@ -279,8 +306,10 @@ def _status(row: dict[str, Any]) -> str:
     if row["command_line"].split()[0] in _RUNNERS:
         return f"via {row['command_line'].split()[0]}"
     status = f"installed, {row['version']}" if row["version"] else "installed"
-    login = {True: "logged in", False: "NOT logged in"}.get(row["logged_in"])
-    return f"{status} ({login})" if login else status
+    state = row["login_state"]
+    if state is None:
+        return status
+    return f"{status} ({_LOGIN_STATES[state].format(row['login_check'][0])})"
 
 
 #: What the registry's protocol matrix saw at session/new, said briefly.

@@ -90,7 +90,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--output",
         "-o",
         metavar="FILE",
-        help="append results here, one JSON object per line (default: stdout)",
+        help="append results here, one JSON object per line (default, or -: "
+        "stdout; the summary always goes to stderr)",
     )
     opts.add_argument(
         "--resume",
@@ -201,7 +202,10 @@ class Writer:
             self._own = True
 
     def write(self, record: dict[str, JSONValue]) -> None:
-        data = (self._encode(record) + "\n").encode()
+        # A lone surrogate (an input line may hold "\udcff" in its id or extra
+        # fields) can only be inside a JSON string: written as that escape, it
+        # reads back as itself, where UTF-8 alone cannot encode it.
+        data = (self._encode(record) + "\n").encode("utf-8", "backslashreplace")
         try:
             while data:
                 data = data[os.write(self._fd, data) :]
@@ -223,6 +227,13 @@ class Writer:
 
 
 def batch_command(args: argparse.Namespace) -> int:
+    if args.output == "-":  # as every CLI reads it: stdout, not a file named "-"
+        args.output = None
+        if _resuming(args):
+            flag = "--resume-failed" if args.resume_failed else "--resume"
+            return fail(
+                f"{flag} needs --output FILE: results on stdout (-) cannot be continued"
+            )
     try:
         config = agent_config(args, interactive=False)
     except (ValueError, TypeError) as exc:

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, TextIO, cast
 
 from ..batch import BatchItem
 
@@ -57,6 +57,14 @@ def _finite(text: str) -> float:
     return value
 
 
+def _lines(path: str) -> TextIO:
+    """``path`` as text read line by line, a line ending at ``\\n`` only (JSON
+    Lines, and what an editor numbers): the default also ends one at a bare
+    ``\\r``, which splits a record with a ``\\r`` between its tokens in two
+    and numbers every later line wrong."""
+    return open(path, encoding="utf-8", errors="replace", newline="\n")
+
+
 def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:
     """One input line as an item, or why it is not one; (None, None) if blank."""
     text = line.rstrip("\r\n")
@@ -93,7 +101,7 @@ def scan(path: str, name: str | None = None) -> Scan:
         name: The name the user gave it (``path`` may be a copy of stdin).
     """
     jsonl = _is_jsonl(path, path if name is None else name)
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    with _lines(path) as f:
         if not jsonl:  # one prompt per non-blank line, its number the id
             ids: set[str | int] = {n for n, line in enumerate(f, 1) if line.strip()}
             return Scan(jsonl, len(ids), [], ids)
@@ -119,7 +127,7 @@ def items(
     path: str, jsonl: bool, skip_lines: set[int], done: set[str | int]
 ) -> Iterator[BatchItem]:
     """The items to run, read lazily: without bad lines and already-done ids."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    with _lines(path) as f:
         for number, line in enumerate(f, 1):
             if number in skip_lines:
                 continue

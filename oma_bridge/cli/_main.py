@@ -21,6 +21,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
+EXIT_CANNOT_RUN = 126  # as a shell says of a command it found but cannot run
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`
@@ -31,6 +32,8 @@ exit status:
   {EXIT_FAILED}    the agent failed (non-zero exit, crash, refusal)
   {EXIT_USAGE}    bad arguments or input rejected before anything ran
   {EXIT_TIMEOUT}  --timeout expired; the agent's processes were killed
+  {EXIT_CANNOT_RUN}  the agent refuses to run as it is: Claude Code as root without
+       IS_SANDBOX=1 (pass --env IS_SANDBOX=1, or run as another user)
   {EXIT_NOT_FOUND}  the agent command was not found or could not be started
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); the agent's processes were killed
   129  SIGHUP (the terminal closed); the agent's processes were killed
@@ -77,6 +80,33 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A wrong choice (a command, a format) names the closest ones first:
+        ``invalid choice: 'rn'; did you mean 'run'? (choose from ...)``."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(choice) for choice in choices]
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{did_you_mean(str(value), names)} "
+            f"(choose from {', '.join(names)})",
+        )
+
+
+def did_you_mean(word: str, names: Sequence[str]) -> str:
+    """``"; did you mean 'a', 'b' or 'c'?"`` naming the closest few of
+    ``names`` (difflib), or "" when none is close."""
+    import difflib
+
+    close = [repr(name) for name in difflib.get_close_matches(word, names, n=3)]
+    if not close:
+        return ""
+    either = " or ".join(
+        [", ".join(close[:-1]), close[-1]] if len(close) > 1 else close
+    )
+    return f"; did you mean {either}?"
 
 
 def _build_parser() -> tuple[
@@ -198,6 +228,43 @@ def _closed_stdout() -> int:
     os.dup2(null, sys.stdout.fileno())
     os.close(null)
     return EXIT_CLOSED_STDOUT
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\udcff``),
+    for stdout: no UTF-8 stream takes one as a character (a strict one raises,
+    and even ``surrogateescape`` refuses ``\\ud800``), and inside a JSON
+    string the escape is the same value. A name from a non-UTF-8 argv, or a
+    JSON file's ``"\\ud800"``, holds one."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def json_line(record: object) -> str:
+    """``record`` as one line of strict JSON for stdout (without the newline):
+    UTF-8 as is, a value JSON cannot hold as its text (``default=str``), a
+    number it has no literal for as null (an ACP agent's ``1e999`` is infinity
+    once decoded; strict parsers refuse ``Infinity``), and lone surrogates as
+    their escapes (see ``encodable``)."""
+    import json
+
+    try:
+        text = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # a NaN or an infinity somewhere in it
+        text = json.dumps(_finite(record), ensure_ascii=False, default=str)
+    return encodable(text)
+
+
+def _finite(value: object) -> object:
+    """``value`` with every NaN or infinite float replaced by None."""
+    if isinstance(value, float):
+        return value if value - value == 0 else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> int:

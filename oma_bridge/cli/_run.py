@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -11,29 +12,35 @@ from ..bridge import (
     BackendStartError,
     BackendTimeout,
     OmaBridgeError,
+    RootRefusedError,
 )
 from ._agent_options import (
     add_agent_options,
     agent_config,
     error_message,
     install_hint,
+    login_hint,
 )
 from ._main import (
+    EXIT_CANNOT_RUN,
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_TIMEOUT,
     HelpFormatter,
+    encodable,
     fail,
+    json_line,
 )
 from ._signals import Termination
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ..bridge import (
+        AgentConfig,
         AgentRunResult,
         JSONValue,
         PlanEvent,
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
         ToolCallEvent,
         ToolCallUpdateEvent,
     )
+    from ._waiting import Waiting
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,8 +76,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="text",
         help="text: stream the reply (default); json: print one result object "
         "at the end; jsonl: one JSON object per event as it comes (text, thought, "
-        "tool_call, tool_call_update, plan, usage), then one done or error "
-        "object with the result and the exit status",
+        "tool_call, tool_call_update, plan, usage; from ACP agents also "
+        "user_message, available_commands, current_mode, config_options, "
+        "session_info), then one done or error object with the result and the "
+        "exit status",
     )
     run.add_argument(
         "--prompt-file",
@@ -81,19 +91,29 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prompt",
         metavar="PROMPT",
         nargs="?",
-        help="the prompt text, or - to read it from stdin",
+        help="the prompt text, or - to read it from stdin (not needed with "
+        "--input none)",
     )
     run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    if (args.prompt is None) == (args.prompt_file is None):
+    if args.prompt is not None and args.prompt_file is not None:
         args.parser.error("give the prompt as PROMPT or as --prompt-file PATH (one)")
     source = args.prompt_file
     from_stdin = args.prompt == "-" or source == "-"
     try:
         config = agent_config(args, interactive=not from_stdin)
-        prompt = _prompt(args.prompt, source)
+        if args.prompt is None and source is None:
+            # An agent that is sent no prompt (--input none) needs none.
+            if getattr(config.backend, "input", None) != "none":
+                args.parser.error(
+                    "give the prompt as PROMPT or as --prompt-file PATH (or "
+                    "--input none: a process agent sent no prompt)"
+                )
+            prompt = ""
+        else:
+            prompt = _prompt(args.prompt, source)
         session = None
         if args.session is not None:  # the sessions file is read only for one
             from ._sessions import session_key
@@ -101,10 +121,21 @@ def run_command(args: argparse.Namespace) -> int:
             session = session_key(args.session, config)
     except (ValueError, TypeError) as exc:
         return fail(str(exc))
-    show = {"text": _show, "json": None, "jsonl": _show_jsonl}[args.format]
+    show: Callable[[StreamEvent], None] | None = {
+        "text": _show,
+        "json": None,
+        "jsonl": _show_jsonl,
+    }[args.format]
+    waiting: Waiting | contextlib.nullcontext[None] = contextlib.nullcontext()
+    if sys.stderr.isatty():  # a line saying what a silent run waits for
+        from ._waiting import Waiting
+
+        waiting = Waiting(sys.stderr.fileno(), shared=sys.stdout.isatty())
+        show = waiting.wrap(show, args.format)
+        config = _observed(config, waiting)
     termination = Termination()
     try:
-        with termination.forwarded():
+        with termination.forwarded(), waiting:
             # The process backend runs without an event loop here: a one-shot
             # CLI start then pays for no event loop at all.
             if session is None:
@@ -122,7 +153,23 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.format == "json":
         _write_json(_result_json(result))
-    return _exit_status(result, args.agent)
+    return _exit_status(result, args.agent, getattr(config.backend, "env", None))
+
+
+def _observed(config: AgentConfig, waiting: Waiting) -> AgentConfig:
+    """``config`` with an ACP agent's frames shown to ``waiting`` (what the
+    run waits for: the agent to start, the login, the session, the reply)."""
+    import dataclasses
+
+    backend = config.backend
+    if "on_frame" not in getattr(type(backend), "__dataclass_fields__", {}):
+        return config  # not an ACP agent (whose package a process run never loads)
+    from ..acp import AcpBackendConfig
+
+    if not isinstance(backend, AcpBackendConfig) or backend.on_frame is not None:
+        return config  # a process agent, or one that observes frames itself
+    observed = dataclasses.replace(backend, on_frame=waiting.on_frame)
+    return dataclasses.replace(config, backend=observed)
 
 
 def _prompt(prompt: str | None, source: str | None) -> str:
@@ -164,10 +211,14 @@ def _prompt(prompt: str | None, source: str | None) -> str:
 def _show(event: StreamEvent) -> None:
     """Stream the reply to stdout, tool calls and plans to stderr."""
     if event.type == "text":
-        sys.stdout.write(event.text)
+        sys.stdout.write(encodable(event.text))
         sys.stdout.flush()
     elif event.type in ("tool_call", "tool_call_update", "plan"):
         _show_activity(event)
+    elif event.type == "session_info" and event.title:
+        _note(f"[title] {event.title}")
+    elif event.type == "current_mode":
+        _note(f"[mode] {event.mode_id}")
     elif event.type in ("done", "error"):
         output = event.result.output
         if output and not output.endswith("\n") and sys.stdout.isatty():
@@ -191,6 +242,11 @@ def _show_activity(event: ToolCallEvent | ToolCallUpdateEvent | PlanEvent) -> No
             for entry in event.entries
         ]
         line = "[plan] " + "  ".join(steps)
+    _note(line)
+
+
+def _note(line: str) -> None:
+    """One line of what the agent is doing, on stderr."""
     from .._os.redact import redact  # titles quote commands: keys among them
 
     sys.stderr.write(redact(line) + "\n")
@@ -211,10 +267,8 @@ def _show_jsonl(event: StreamEvent) -> None:
 
 
 def _write_json(record: Mapping[str, object]) -> None:
-    import json
-
     # default=str: a value an agent sent that JSON cannot hold stays visible.
-    sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(json_line(record) + "\n")
     sys.stdout.flush()
 
 
@@ -242,6 +296,7 @@ def _result_json(result: AgentRunResult) -> dict[str, JSONValue]:
                 "title": call.title,
                 "kind": call.kind,
                 "status": call.status,
+                **({"error": call.error} if call.error is not None else {}),
             }
             for call in result.tool_calls
         ],
@@ -261,22 +316,60 @@ def _status(result: AgentRunResult) -> int:
         return EXIT_OK
     if isinstance(result.error, BackendTimeout):
         return EXIT_TIMEOUT
+    if isinstance(_refusal(result.error), RootRefusedError):
+        return EXIT_CANNOT_RUN
     if isinstance(result.error, BackendStartError):
         return EXIT_NOT_FOUND
     return EXIT_FAILED
 
 
-def _exit_status(result: AgentRunResult, agent: str | None = None) -> int:
+def _refusal(
+    error: OmaBridgeError | None, env: Mapping[str, str] | None = None
+) -> OmaBridgeError | None:
+    """``error``; a process agent that exited refusing root (Claude Code run
+    with --dangerously-skip-permissions) as the ``RootRefusedError`` an ACP
+    agent's refusal is, so both get the same advice and exit status. ``env``:
+    what the agent's environment adds to ours."""
+    if isinstance(error, BackendExitError) and (
+        RootRefusedError.REFUSAL in error.stderr_tail
+    ):
+        import os
+
+        sandbox = {**os.environ, **(env or {})}.get("IS_SANDBOX")
+        said = next(
+            line.strip()
+            for line in error.stderr_tail.splitlines()
+            if RootRefusedError.REFUSAL in line
+        )
+        return RootRefusedError(error.command, sandbox=sandbox, said=said)
+    return error
+
+
+def _exit_status(
+    result: AgentRunResult,
+    agent: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     """The exit status; a failure also gets its one line on stderr (for a
-    named ``agent`` that is not installed, where to get it)."""
+    named ``agent`` that is not installed, where to get it; for one that wants
+    a login, the variables it reads). ``env``: what the agent's environment
+    adds to ours."""
     status = _status(result)
     if status == EXIT_OK:
         return status
-    error = result.error
+    error = _refusal(result.error, env)
     message = error_message(error) if error is not None else "the agent failed"
-    if isinstance(error, BackendStartError) and agent is not None:
+    if (
+        status == EXIT_NOT_FOUND
+        and isinstance(error, BackendStartError)
+        and agent
+        and error.searched_path is not None  # not found on PATH, not failing
+    ):
         message += install_hint(agent, error.command)
     if isinstance(error, BackendExitError) and error.stderr_tail.strip():
         last = error.stderr_tail.strip().splitlines()[-1]
         message = f"{message.splitlines()[0]} Last stderr line: {last}"
-    return fail(message, status)
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    if status == EXIT_FAILED and agent and "--env " not in first:
+        first += login_hint(agent, first, env)
+    return fail(first, status)

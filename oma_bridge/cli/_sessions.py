@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 # Loaded by every `run` (it owns --session): json and friends load on use.
-from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
+from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, did_you_mean, encodable, fail
 
 if TYPE_CHECKING:
     import argparse
@@ -263,13 +263,18 @@ async def _load(agent: Agent, key: SessionKey, session_id: str) -> None:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ._agent_options import add_agent_options
+
     sessions = commands.add_parser(
         "sessions",
         help="list or forget the named sessions of `run --session`",
         description="The named sessions `run --session NAME` keeps, per agent and "
-        f"directory, in {state_file()}.",
+        f"directory, in {state_file()}. With an ACP agent (--acp or --agent), "
+        "the sessions that agent keeps itself are listed beside them "
+        "(session/list), for its --cwd.",
         formatter_class=HelpFormatter,
     )
+    add_agent_options(sessions, prompt_options=False, required=False)
     # Without an action it lists them, as `acpx sessions` does.
     sessions.set_defaults(handler=_list, json=False)
     actions = sessions.add_subparsers(dest="action", metavar="ACTION")
@@ -282,7 +287,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(handler=_list)
     forget = actions.add_parser(
         "forget",
-        help="forget NAME (for every agent and directory), or all of them",
+        help="forget NAME (for every agent and directory), or all of them; "
+        "with `sessions --acp CMD forget`, that agent deletes them too "
+        "(session/delete)",
         formatter_class=HelpFormatter,
     )
     which = forget.add_mutually_exclusive_group(required=True)
@@ -296,28 +303,154 @@ def _list(args: argparse.Namespace) -> int:
         entries = SessionStore().entries()
     except ValueError as exc:
         return fail(str(exc))
+    if args.agent is not None or args.acp is not None or args.process is not None:
+        return _list_with_agent(args, entries)
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps(entries, ensure_ascii=False) + "\n")
+        sys.stdout.write(encodable(json.dumps(entries, ensure_ascii=False)) + "\n")
         return EXIT_OK
     if not entries:
         sys.stderr.write("no named sessions (`oma-bridge run --session NAME`)\n")
         return EXIT_OK
+    # A cell's control characters (a tab or newline of a hand-edited name, an
+    # agent's escape sequence in its session id) shown as escapes: one session
+    # per line, five cells, nothing the terminal would act on.
+    controls = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+    fields = ("name", "session_id", "updated", "cwd", "agent")
     for entry in sorted(entries, key=lambda e: str(e.get("updated")), reverse=True):
+        line = "\t".join(str(entry.get(key)).translate(controls) for key in fields)
+        sys.stdout.write(encodable(line) + "\n")
+    return EXIT_OK
+
+
+def _delete_at_agent(
+    args: argparse.Namespace, forgotten: list[dict[str, Any]]
+) -> int | None:
+    """Delete the forgotten sessions of the agent given from its own list
+    (``session/delete``, where it offers it); an exit status on failure."""
+    import anyio
+
+    from ..acp import AcpBackend, AcpBackendConfig
+    from ..bridge import OmaBridgeError
+    from ._agent_options import agent_config, error_message
+
+    try:
+        config = agent_config(args, interactive=False)
+    except (ValueError, TypeError) as exc:
+        return fail(str(exc))
+    backend_config = config.backend
+    if not isinstance(backend_config, AcpBackendConfig):
+        return fail("sessions deletes the sessions of ACP agents only")
+    agent = session_key("-", config).agent
+    ids = [str(e.get("session_id")) for e in forgotten if e.get("agent") == agent]
+
+    async def delete() -> int | None:
+        async with AcpBackend(backend_config) as backend:
+            done = 0
+            for session_id in ids:
+                if not await backend.delete_session(session_id):
+                    return None
+                done += 1
+            return done
+
+    try:
+        deleted = anyio.run(delete) if ids else 0
+    except OmaBridgeError as exc:
+        return fail(error_message(exc))
+    if deleted is None:
+        sys.stderr.write("the agent does not delete sessions (no session/delete)\n")
+    else:
+        sys.stderr.write(f"deleted {deleted} at the agent\n")
+    return None
+
+
+def _list_with_agent(args: argparse.Namespace, entries: list[dict[str, Any]]) -> int:
+    """Our named sessions for the agent and directory, and the agent's own."""
+    import anyio
+
+    from ..acp import AcpBackend, AcpBackendConfig
+    from ..bridge import OmaBridgeError
+    from ._agent_options import agent_config, error_message
+
+    try:
+        config = agent_config(args, interactive=False)
+    except (ValueError, TypeError) as exc:
+        return fail(str(exc))
+    backend_config = config.backend
+    if not isinstance(backend_config, AcpBackendConfig):
+        return fail("sessions lists the sessions of ACP agents only (--acp or --agent)")
+    key = session_key("-", config)
+    ours = [e for e in entries if (e.get("agent"), e.get("cwd")) == key[:2]]
+    names = {e.get("session_id"): e.get("name") for e in ours}
+
+    async def listed() -> list[Any] | None:
+        async with AcpBackend(backend_config) as backend:
+            return await backend.list_sessions(cwd=key.cwd)
+
+    try:
+        theirs = anyio.run(listed)
+    except OmaBridgeError as exc:
+        return fail(error_message(exc))
+    if args.json:
+        import json
+
+        agent_side = None
+        if theirs is not None:
+            agent_side = [
+                {
+                    "session_id": s.session_id,
+                    "cwd": s.cwd,
+                    "title": s.title,
+                    "updated": s.updated_at,
+                    "name": names.get(s.session_id),
+                }
+                for s in theirs
+            ]
+        record = {"named": ours, "agent": agent_side}
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    for entry in ours:
         sys.stdout.write(
-            f"{entry.get('name')}\t{entry.get('session_id')}\t"
-            f"{entry.get('updated')}\t{entry.get('cwd')}\t{entry.get('agent')}\n"
+            f"{entry.get('name')}\t{entry.get('session_id')}\t{entry.get('updated')}\n"
         )
+    if theirs is None:
+        sys.stderr.write("the agent does not list its sessions (no session/list)\n")
+        return EXIT_OK
+    sys.stdout.write(f"the agent's own sessions in {key.cwd}:\n")
+    for info in theirs:
+        name = names.get(info.session_id)
+        sys.stdout.write(
+            f"  {info.session_id}\t{info.updated_at or '-'}\t{info.title or '-'}"
+            + (f"\t(named {name!r})" if name else "")
+            + "\n"
+        )
+    if not theirs:
+        sys.stdout.write("  (none)\n")
     return EXIT_OK
 
 
 def _forget(args: argparse.Namespace) -> int:
+    name = None if args.all else args.name
+    store = SessionStore()
+    with_agent = args.agent is not None or args.acp is not None
     try:
-        gone = SessionStore().forget(None if args.all else args.name)
+        entries = store.entries() if with_agent else []
+        gone = store.forget(name)
     except (ValueError, OSError) as exc:
         return fail(str(exc))
+    if with_agent and gone:
+        failed = _delete_at_agent(
+            args, [e for e in entries if name in (None, e.get("name"))]
+        )
+        if failed is not None:
+            return failed
     if not gone and not args.all:
-        return fail(f"no named session {args.name!r}", EXIT_USAGE)
+        names = [str(e.get("name")) for e in store.entries()]
+        return fail(
+            f"no named session {args.name!r}{did_you_mean(args.name, names)} "
+            "(`oma-bridge sessions list` lists them)",
+            EXIT_USAGE,
+        )
     sys.stderr.write(f"forgot {gone} session{'s' if gone != 1 else ''}\n")
     return EXIT_OK

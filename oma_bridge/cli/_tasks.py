@@ -49,7 +49,7 @@ example file (tasks.toml):
   capabilities = ["write"]
 
   [agents.reviewer]
-  acp = "npx @zed-industries/codex-acp"
+  acp = "npx -y @agentclientprotocol/codex-acp"
   permission = "read-only"
 
   [[tasks]]
@@ -73,7 +73,9 @@ example file (tasks.toml):
 agent keys: exactly one of process, acp, agent; then capabilities,
 system_prompt, cwd, env, timeout; input and output_format (process agents:
 how the prompt is passed, how stdout is read, e.g. "claude-stream-json");
-permission (ACP agents). Keys not given keep a named agent's own settings.
+permission and auth_method (ACP agents: how requests are answered, the login
+method to use when the agent asks, e.g. "codex-api-key" with env = {
+CODEX_API_KEY = "..." }). Keys not given keep a named agent's own settings.
 
 task keys: id, description (the prompt, text only), title, assignee (or
 capability, or neither: round-robin), depends_on, retries, retry_backoff.
@@ -100,6 +102,7 @@ class AgentSpec:
     input: Literal["stdin", "argument", "none"] | None = None
     output_format: OutputFormat | None = None
     permission: Literal["auto-approve", "read-only", "reject"] | None = None
+    auth_method: str | None = None
 
     __pydantic_config__: ClassVar[dict[str, object]] = {"extra": "forbid"}
 
@@ -321,7 +324,7 @@ def _options(where: str, spec: AgentSpec, transport: str) -> dict[str, Any]:
     """The entry's transport-specific keys (None: not given); the other
     transport's keys are refused."""
     mine: tuple[str, ...] = ("input", "output_format")
-    other: tuple[str, ...] = ("permission",)
+    other: tuple[str, ...] = ("permission", "auth_method")
     if transport != "process":
         mine, other = other, mine
     for key in other:

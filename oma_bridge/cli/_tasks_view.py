@@ -3,9 +3,10 @@ lines otherwise. Both take progress events and then the final result."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, ClassVar
+
+from ._main import json_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,7 +87,7 @@ def _usage(usage: object) -> object:
 
 
 def _write(data: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(json_line(data) + "\n")
     sys.stdout.flush()
 
 

@@ -89,6 +89,8 @@ class OpenMultiAgent:
         evaluated as that string; a message list (for a backend that accepts
         one) emits ``{"messages": [...]}`` and evaluation gets a separate copy.
 
+        Cancellation stops the agent (its process tree) before returning.
+
         Returns:
             The result; a run stopped by the budget has ``budget_exceeded``.
 
@@ -96,7 +98,6 @@ class OpenMultiAgent:
             InvalidMessageError: malformed input, or structured input for a
                 text-only backend: raised before any progress event or sample.
             UnsupportedContentBlockError: a block the backend cannot carry.
-            Cancellation stops the agent (its process tree) before returning.
         """
         ctx = self._context()
         with self._tracing.span(
@@ -114,13 +115,16 @@ class OpenMultiAgent:
         outputs; retryable failures are retried per task; a task whose
         dependency did not complete is skipped.
 
+        Cancellation stops every running agent.
+
         Returns:
             Every task's result, in the order given.
 
         Raises:
-            InvalidMessageError: a task description that is not text.
-            TaskGraphError: a cycle, an unknown dependency, assignee or capability.
-            Both before anything starts. Cancellation stops every running agent.
+            InvalidMessageError: a task description that is not text (before
+                anything starts).
+            TaskGraphError: a cycle, an unknown dependency, assignee or
+                capability (before anything starts).
         """
         from ._tasks import check_graph, members
 

@@ -180,7 +180,7 @@ def _json_object(text: str) -> str:
     for _ in range(_MAX_OBJECT_TRIES):
         try:
             value, stop = decoder.raw_decode(text, at)
-        except ValueError:
+        except (ValueError, RecursionError):  # json recurses per level of nesting
             pass
         else:
             if isinstance(value, dict):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..acp import AcpBackendConfig
     from ..backends import ProcessBackendConfig
 
-__all__ = ("PRESETS", "preset", "unknown")
+__all__ = ("PRESETS", "closest", "preset", "unknown")
 
 
 def _builtin() -> dict[str, Preset]:
@@ -76,11 +76,41 @@ PRESETS: Mapping[str, Preset] = _Presets()
 
 
 def unknown(name: str, known: list[str]) -> ValueError:
-    """The error for a name that is not a known agent, listing the known ones
-    (in the order they are listed: configured, built-in, registry)."""
+    """The error for a name that is not a known agent: one line naming the
+    closest few of ``known`` (configured, built-in, registry), not all of them
+    (`oma-bridge agents` lists them)."""
+    names = list(dict.fromkeys(known))
+    close = closest(name, names)
+    hint = f"; did you mean {_either(close)}?" if close else ""
     return ValueError(
-        f"unknown agent {name!r}; known agents: {', '.join(dict.fromkeys(known))} "
-        "(`oma-bridge agents` shows them)"
+        f"unknown agent {name!r}{hint} (`oma-bridge agents` lists all {len(names)})"
+    )
+
+
+def closest(name: str, known: list[str], most: int = 3) -> list[str]:
+    """The names of ``known`` closest to ``name`` (difflib's ratio, at least
+    0.6), best first; a ``registry:ID`` is also compared by its ID alone, so
+    ``codex`` finds ``registry:codex-acp`` as well as ``codex-acp``."""
+    from difflib import SequenceMatcher
+
+    wanted = name.lower().removeprefix(REGISTRY_PREFIX)
+    registry = name.startswith(REGISTRY_PREFIX)
+    scored = []
+    for index, candidate in enumerate(known):
+        short = candidate.lower().removeprefix(REGISTRY_PREFIX)
+        ratio = SequenceMatcher(None, wanted, short).ratio()
+        # Of two equally close, the one of the kind asked for (registry or not).
+        ratio += 0.01 * (registry == candidate.startswith(REGISTRY_PREFIX))
+        if ratio >= 0.6:
+            scored.append((-ratio, index, candidate))
+    return [candidate for _, _, candidate in sorted(scored)[:most]]
+
+
+def _either(names: list[str]) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [repr(name) for name in names]
+    return " or ".join(
+        [", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted
     )
 
 

@@ -7,6 +7,7 @@ named agents are all made of ``Preset``s, and this module imports none of them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -43,6 +44,9 @@ class Preset:
             not sent at all (``input="none"``).
         docs: Where the flags used are documented.
         version: The agent's version, for registry agents.
+        alternatives: Other names the same command had (an adapter renamed
+            with its package): when ``command`` is not on the child's PATH and
+            one of these is, that one runs.
     """
 
     transport: Literal["process", "acp"]
@@ -58,11 +62,12 @@ class Preset:
     blank_prompt: Literal["reject", "allow"] = "reject"
     docs: str = ""
     version: str | None = None
+    alternatives: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from ..backends.process import OUTPUT_FORMATS
 
-        for name in ("args", "scrub_env", "credentials", "login_check"):
+        for name in ("args", "scrub_env", "credentials", "login_check", "alternatives"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.output_format not in OUTPUT_FORMATS:
             raise ValueError(
@@ -77,6 +82,23 @@ class Preset:
                 f"blank_prompt {self.blank_prompt!r} does not match what "
                 f"transport {self.transport!r} with input {self.input!r} does"
             )
+
+    def installed_command(self, search: str | None) -> str:
+        """``command``, or the first of its ``alternatives`` found on
+        ``search`` (a PATH) when it is not; ``command`` when none is (its
+        start error then names what to install)."""
+        if not self.alternatives:
+            return self.command
+        from .._os.command import resolve_executable
+        from ..bridge import BackendStartError
+
+        for name in (self.command, *self.alternatives):
+            try:
+                resolve_executable(name, search, None)
+            except BackendStartError:
+                continue
+            return name
+        return self.command
 
     def argv(self) -> list[str]:
         """The command line that runs (a process prompt comes after it)."""
@@ -100,8 +122,11 @@ class Preset:
         env = options.pop("env", None)
         if self.env and (env is None or isinstance(env, Mapping)):
             env = {**self.env, **(env or {})}
+        search = os.environ.get("PATH")
+        if isinstance(env, Mapping) and isinstance(env.get("PATH"), str):
+            search = env["PATH"]
         fields: dict[str, object] = {
-            "command": self.command,
+            "command": self.installed_command(search),
             "args": self.args,
             "scrub_env": self.scrub_env,
             "env": env,

@@ -59,7 +59,8 @@ _ACP_ONLY = ("permission", "fs", "terminal", "auth_method", "mode", "startup_tim
 @dataclass(frozen=True, kw_only=True)
 class AgentEntry:
     """One named agent in a config file: ``preset`` (or ``transport`` and
-    ``command``) and the fields to change. See README "Named agents"."""
+    ``command``) and the fields to change (docs/configuration.md, "Named
+    agents")."""
 
     preset: str | None = None
     transport: Literal["process", "acp"] | None = None

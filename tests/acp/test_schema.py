@@ -12,6 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
+from oma_bridge.acp import AcpBackend
+
+from .client.full_agent import full_agent
 from .support import WAIT, agent_for, fake_agent, frames, sent_methods
 
 schema = pytest.importorskip("acp.schema")
@@ -25,6 +28,15 @@ REQUESTS = {
     "session/set_mode": schema.SetSessionModeRequest,
     "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
     "session/prompt": schema.PromptRequest,
+    "session/list": schema.ListSessionsRequest,
+    "session/delete": schema.DeleteSessionRequest,
+    "session/close": schema.CloseSessionRequest,
+    "logout": schema.LogoutRequest,
+}
+#: session/set_config_option's params by the option's type (absent: select).
+CONFIG_REQUESTS = {
+    None: schema.SetSessionConfigOptionSelectRequest,
+    "boolean": schema.SetSessionConfigOptionBooleanRequest,
 }
 NOTIFICATIONS = {
     "session/cancel": schema.CancelNotification,
@@ -39,6 +51,22 @@ RESPONSES = {
     "terminal/wait_for_exit": schema.WaitForTerminalExitResponse,
     "terminal/kill": schema.KillTerminalResponse,
     "terminal/release": schema.ReleaseTerminalResponse,
+}
+
+
+#: The answers to elicitation/create, by their action.
+ELICITATION_RESPONSES = {
+    "accept": schema.AcceptElicitationResponse,
+    "decline": schema.DeclineElicitationResponse,
+    "cancel": schema.CancelElicitationResponse,
+}
+#: What only tests/peers/acp_full_agent.py is sent (or asks).
+FULL_AGENT_ONLY = {
+    "session/list",
+    "session/delete",
+    "session/close",
+    "logout",
+    "elicitation/create",
 }
 
 
@@ -57,7 +85,11 @@ def validate_log(log) -> set[str]:
         method = frame.get("method")
         if method is not None and "id" in frame:
             assert isinstance(frame["id"], int)
-            check(REQUESTS[method], frame["params"])
+            if method == "session/set_config_option":
+                check(CONFIG_REQUESTS[frame["params"].get("type")], frame["params"])
+                seen.add(f"{method}:{frame['params'].get('type', 'select')}")
+            else:
+                check(REQUESTS[method], frame["params"])
             seen.add(method)
         elif method is not None:
             check(NOTIFICATIONS[method], frame["params"])
@@ -66,6 +98,10 @@ def validate_log(log) -> set[str]:
             answered = asked[frame["id"]]
             if "error" in frame:
                 check(schema.Error, frame["error"])
+            elif answered == "elicitation/create":
+                action = frame["result"]["action"]
+                check(ELICITATION_RESPONSES[action], frame["result"])
+                seen.add(f"reply:{answered}:{action}")
             else:
                 check(RESPONSES[answered], frame["result"])
             seen.add(f"reply:{answered}")
@@ -111,7 +147,38 @@ async def test_every_client_frame_matches_the_official_schema(tmp_path) -> None:
                     await agent.run(prompt.replace("\\\\n", "\\n"))
         kinds |= validate_log(log)
     assert kinds >= {
-        *REQUESTS,
+        *(set(REQUESTS) - FULL_AGENT_ONLY),
         "session/cancel",
-        *(f"reply:{m}" for m in RESPONSES),
+        "$/cancel_request",
+        *(f"reply:{m}" for m in set(RESPONSES) - FULL_AGENT_ONLY),
+    }
+
+
+async def test_every_frame_to_an_agent_offering_every_method_matches(
+    tmp_path,
+) -> None:
+    config = full_agent(
+        tmp_path,
+        session_per_run=True,
+        config_options={"model": "m2", "fast": True},
+        additional_directories=(str(tmp_path),),
+        elicitation=lambda r: {"strategy": "safe"} if r.mode == "form" else None,
+        terminal_login=True,  # auth.terminal in initialize
+    )
+    with anyio.fail_after(WAIT):
+        async with agent_for(config) as agent:
+            await agent.run("title:One;form:Which?;url:https://example.com/a")
+            await agent.run("say:two")
+            backend = agent.backend
+            assert isinstance(backend, AcpBackend)
+            listed = await backend.list_sessions()
+            assert listed
+            await backend.delete_session(listed[0].session_id)
+            await backend.logout()
+    kinds = validate_log(tmp_path / "log")
+    assert kinds >= (FULL_AGENT_ONLY - {"elicitation/create"}) | {
+        "reply:elicitation/create:accept",
+        "reply:elicitation/create:decline",
+        "session/set_config_option:select",
+        "session/set_config_option:boolean",
     }

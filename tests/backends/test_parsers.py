@@ -143,6 +143,15 @@ EXPECTED = {
         tool_output="42 README.md\n",
         usage=TokenUsage(1200 + 9000 + 300 + 150 + 10400, 80 + 10 + 12, 0.0053),
     ),
+    "copilot-json": Expected(  # recorded from Copilot CLI 1.0.102, offline
+        output=ANSWER,
+        text=ANSWER,
+        thought="",
+        tool=("call_1", "bash", "execute"),
+        tool_output="42 README.md\n<shellId: 0 completed with exit code 0>",
+        # No billed tokens in this mode; the context reading of its tool call.
+        usage=TokenUsage(0, 0, None, 10641, 128000),
+    ),
     "goose-stream-json": Expected(
         output="I'll count the lines. " + ANSWER,
         text="I'll count the lines. " + ANSWER,
@@ -163,6 +172,7 @@ ERRORS = {
     "gemini-stream-json": "API key not valid",
     "opencode-json": "Invalid API key",
     "goose-stream-json": "Authentication failed",
+    "copilot-json": "Authentication failed with provider",
 }
 
 
@@ -208,6 +218,8 @@ def test_a_recorded_stream_gives_text_thoughts_tools_usage_and_answer(
     assert parser.usage.input_tokens == want.usage.input_tokens
     assert parser.usage.output_tokens == want.usage.output_tokens
     assert parser.usage.cost == pytest.approx(want.usage.cost)
+    assert parser.usage.context_used == want.usage.context_used
+    assert parser.usage.context_size == want.usage.context_size
     usage_events = of(events, UsageEvent)
     if want.usage != TokenUsage():
         assert usage_events[-1].usage == parser.usage
@@ -387,6 +399,7 @@ FAILED_TOOL = {
         '"status":"error","error":{"message":"denied"},"output"',
     ),
     "opencode-json": ('"state":{"status":"completed"', '"state":{"status":"error"'),
+    "copilot-json": ('"success":true', '"success":false,"error":{"message":"denied"}'),
     "goose-stream-json": (
         '"toolResult":{"status":"success"',
         '"toolResult":{"status":"error"',
@@ -443,3 +456,72 @@ def test_a_stream_is_complete_only_with_the_event_a_finished_run_ends_with(
     cut, _ = parse(name, b"".join(lines[:-1]))
     assert not cut.complete
     assert not parse(name, b"")[0].complete
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_line_whose_type_is_not_text_is_an_unknown_kind(name: str) -> None:
+    # A list or an object as the type raised TypeError (unhashable) out of the
+    # parser, and so out of run(), on every format.
+    lines = [b'{"type": []}', b'{"type": {"a": 1}}', b'{"type": 7}', b"{}"]
+    parser, _ = parse(name, b"\n".join(lines) + b"\n" + stream(name))
+    expected, _ = parse(name, stream(name))
+    assert parser.unknown == expected.unknown + 4
+    assert parser.output == expected.output and parser.complete
+
+
+@pytest.mark.parametrize(
+    "text", [b"\\ud800", b"\\uDFFF", b"\xed\xa0\x80"], ids=["escape", "upper", "utf8"]
+)
+def test_a_lone_surrogate_in_a_line_is_a_replacement_character(text: bytes) -> None:
+    # It reached the events and the output as is: writing either as UTF-8
+    # (stdout, a results file, an editor's frame) raised UnicodeEncodeError.
+    line = b'{"type":"result","result":"a' + text + b'b","usage":{"\\udc80":1}}\n'
+    parser, _ = parse("claude-stream-json", line)
+    assert parser.output == "a\ufffdb"
+    pair, _ = parse(
+        "claude-stream-json", b'{"type":"result","result":"\\ud83d\\ude00"}\n'
+    )
+    assert pair.output == "\U0001f600"  # a pair written out is one character
+
+
+def test_a_reading_whose_counts_add_up_past_the_maximum_saturates() -> None:
+    # Input, cache reads and cache writes each below 2**63 summed to 2**64.
+    big = 2**63 - 1
+    usage = {"input_tokens": big, "cache_read_input_tokens": big, "output_tokens": 1}
+    line = json.dumps({"type": "result", "result": "x", "usage": usage}).encode()
+    parser, _ = parse("claude-stream-json", line + b"\n")
+    assert parser.usage == TokenUsage(big, 1, None)
+    tokens = {"input": big, "cache": {"read": big}, "output": big, "reasoning": big}
+    step = {"type": "step_finish", "part": {"tokens": tokens}}
+    parser, _ = parse("opencode-json", json.dumps(step).encode() + b"\n")
+    assert parser.usage.input_tokens == parser.usage.output_tokens == big
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"NaN", b"Infinity"])
+def test_a_number_no_float_holds_is_null_in_what_the_parser_keeps(
+    number: bytes,
+) -> None:
+    # A tool call's input kept it as inf or nan: `run --format jsonl` wrote
+    # `Infinity`, which strict JSON parsers refuse.
+    line = (
+        b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t",'
+        b'"name":"Bash","input":{"n":' + number + b',"ok":0.5}}]}}\n'
+    )
+    _, events = parse("claude-stream-json", line)
+    (call,) = of(events, ToolCallEvent)
+    assert call.raw_input == {"n": None, "ok": 0.5}
+    json.dumps([e._asdict() for e in events], allow_nan=False)
+
+
+def test_copilot_usage_events_count_where_a_version_writes_them() -> None:
+    # assistant.usage is in the event types Copilot CLI ships
+    # (session-events.d.ts: inputTokens, outputTokens, a billing multiplier as
+    # cost); 1.0.102 writes none with --output-format json.
+    usage = (
+        b'{"type":"assistant.usage","data":{"model":"m","inputTokens":11,'
+        b'"outputTokens":7,"cost":1}}\n'
+    )
+    parser, events = parse("copilot-json", usage + usage + stream("copilot-json"))
+    assert parser.unknown == 0
+    assert parser.usage == TokenUsage(22, 14, None, 10641, 128000)
+    assert of(events, UsageEvent)[-1].usage == parser.usage

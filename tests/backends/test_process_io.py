@@ -115,6 +115,19 @@ async def test_cwd_is_honoured(tmp_path: Path) -> None:
     assert seen["cwd"] == str(await anyio.Path(tmp_path).resolve())
 
 
+async def test_pwd_names_cwd_not_the_callers_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenCode takes its project from PWD: the caller's would put the
+    # workspace outside the project.
+    monkeypatch.setenv("PWD", "/somewhere/else")
+    seen = await probe("x", cwd=str(tmp_path))
+    env = seen["env"]
+    assert isinstance(env, dict)
+    assert env["PWD"] == str(tmp_path)
+    assert (await probe("x"))["env"]["PWD"] == "/somewhere/else"  # type: ignore[index]
+
+
 async def test_relative_command_path_is_resolved_against_cwd(
     tmp_path: Path,
 ) -> None:

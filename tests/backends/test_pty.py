@@ -101,6 +101,19 @@ async def test_cwd_is_honoured_and_the_terminal_still_controls(tmp_path: Path) -
     assert_reaped(int(field(result.output, "pid")))
 
 
+async def test_pwd_names_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PWD", "/somewhere/else")
+    script = tmp_path / "agent.py"
+    script.write_text(f"#!{sys.executable}\nimport os\nprint(os.environ['PWD'])\n")
+    script.chmod(0o755)
+    config = PtyBackendConfig(command="./agent.py", cwd=str(tmp_path), input="none")
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("x")
+    assert result.success, result.error
+    assert result.output.strip() == str(tmp_path)
+
+
 async def test_a_relative_command_is_found_in_cwd(tmp_path: Path) -> None:
     script = tmp_path / "agent.sh"
     script.write_text('#!/bin/sh\necho "in $(pwd): $1"\n')

@@ -15,7 +15,14 @@ import time
 import anyio
 import pytest
 
-from oma_bridge import Agent, AgentConfig, BackendExitError, PtyBackendConfig
+from oma_bridge import (
+    Agent,
+    AgentConfig,
+    BackendExitError,
+    BackendTimeout,
+    PtyBackendConfig,
+)
+from tests.leaks import wait_any_ended
 
 from ._support import HANG_GUARD, is_dead, make_agent
 
@@ -129,3 +136,35 @@ async def test_what_the_screen_draws_counts_against_the_output_cap() -> None:
             result = await agent.run("")
     assert len(result.output.encode()) <= 100_000 + 200  # the truncation note
     assert result.output_truncated
+
+
+async def test_a_timed_out_run_names_and_kills_what_left_its_group() -> None:
+    script = (
+        "import subprocess, time\n"
+        "p = subprocess.Popen(['sh', '-c', 'sleep 60; : password=hunter2secret'],"
+        " start_new_session=True, stdin=subprocess.DEVNULL,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "time.sleep(0.2)\n"  # its exec done: its command line is there
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    config = PtyBackendConfig(
+        command=sys.executable,
+        args=("-c", script),
+        input="none",
+        kill_grace=GRACE,
+        timeout=3,
+    )
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("")
+    pid = int(result.output.split()[0])
+    try:
+        assert isinstance(result.error, BackendTimeout), repr(result.error)
+        assert f"pid {pid} (sh -c sleep 60" in result.error.left_behind
+        assert f"pid {pid} (sh -c sleep 60" in str(result.error)
+        assert "hunter2secret" not in str(result.error)
+        wait_any_ended([pid], HANG_GUARD)  # its pidfd: no polling
+        assert is_dead(pid), "the escaped shell survived the timeout"
+    finally:
+        kill_if_alive(pid)

@@ -96,3 +96,35 @@ def test_a_deeply_nested_record_in_the_output_ends_what_resume_trusts(
     out.write_text('{"id": 1, "success": true}\n' + "[" * 100_000 + "\n")
     assert recorded(str(out)).done == {1}
     assert out.read_text() == '{"id": 1, "success": true}\n'
+
+
+def test_a_line_ends_at_a_newline_only(tmp_path: Path) -> None:
+    # A bare \r ended a line too: a record with a \r between its tokens was two
+    # malformed lines, and every later line had the wrong number.
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'{"id": 1,\r"prompt": "a"}\n{oops\r\n{"prompt": "b\\rc"}\n')
+    found = scan(str(source))
+    assert (found.valid, found.ids) == (2, {1, 3})
+    assert [p.line for p in found.problems] == [2]
+    kept = items(str(source), True, {2}, set())
+    assert [(i.id, i.input) for i in kept] == [(1, "a"), (3, "b\rc")]
+
+
+def test_a_lone_surrogate_in_an_id_or_extra_field_is_written_as_its_escape(
+    tmp_path: Path,
+) -> None:
+    # JSON's "\udcff" decodes to a str that UTF-8 cannot encode: writing its
+    # result raised UnicodeEncodeError out of the batch.
+    from oma_bridge import BatchResult
+    from oma_bridge.cli._batch import Writer
+
+    item, _ = parse('{"id": "\\udcff", "prompt": "p", "tag": "a\\ud800"}', 1, True)
+    assert item is not None
+    out = tmp_path / "out.jsonl"
+    writer = Writer(str(out))
+    writer.write(BatchResult(id=item.id, success=True, extra=item.extra).to_json())
+    writer.close()
+    line = out.read_bytes()
+    assert line.startswith(b'{"id": "\\udcff", "tag": "a\\ud800", ')
+    assert json.loads(line)["id"] == "\udcff"
+    assert recorded(str(out)).done == {"\udcff"}  # a resume skips it

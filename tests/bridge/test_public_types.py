@@ -16,6 +16,7 @@ from oma_bridge import (
     OmaBridgeError,
     ProtocolError,
     RemoteError,
+    RootRefusedError,
     TokenUsage,
     UnsupportedContentBlockError,
 )
@@ -28,6 +29,7 @@ SAMPLES: dict[str, OmaBridgeError] = {
         "image", backend="process"
     ),
     "BackendStartError": BackendStartError("nope", reason="not found"),
+    "RootRefusedError": RootRefusedError("claude", sandbox="yes"),
     "BackendExitError": BackendExitError("cat", exit_code=1),
     "BackendTimeout": BackendTimeout("cat", timeout=1.0),
     "AgentRefusal": AgentRefusal("no"),
@@ -50,7 +52,7 @@ def _documented_tree() -> dict[str, list[str]]:
     """Class name -> the attributes the errors module docstring lists for it."""
     tree: dict[str, list[str]] = {}
     for line in (errors.__doc__ or "").splitlines():
-        found = re.match(r"\s*(?:[├└]── )?([A-Z]\w+)\b(.*)$", line)
+        found = re.match(r"[\s│]*(?:[├└]── )?([A-Z]\w+)\b(.*)$", line)
         if found and found.group(1) in SAMPLES:
             tree[found.group(1)] = re.findall(r"\.(\w+)", found.group(2))
     return tree

@@ -37,7 +37,7 @@ def received(log: Path, method: str) -> list[dict]:
 def test_mode_model_and_mcp_servers_reach_the_session(tmp_path: Path) -> None:
     log = tmp_path / "acp.log"
     done = cli(
-        "run", "--acp", f"{ACP_PEER} --modes --config",
+        "run", "--acp", f"{ACP_PEER} --modes --config --mcp-http",
         "--mode", "code", "--model", "model-2",
         "--mcp-server", "files=npx -y @modelcontextprotocol/server-filesystem '/a b'",
         "--mcp-server", json.dumps(HTTP_SERVER),

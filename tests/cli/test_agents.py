@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,13 @@ def test_one_installed_agent_shows_its_version_and_path(home: Path) -> None:
     assert "installed, 9.9.9 (Claude Code)" in line
     assert " set " in line
     assert "sk-test" not in plain  # names only, never values
+
+
+def test_the_adapters_old_name_installed_counts_for_its_preset(home: Path) -> None:
+    script = stand_in(home, "claude-code-acp", 'echo "0.16.2"')
+    claude = rows(home)["claude-acp"]
+    assert (claude["installed"], claude["path"]) == (True, str(script))
+    assert claude["command_line"] == "claude-code-acp"
 
 
 def test_a_version_that_hangs_is_killed_and_left_blank(home: Path) -> None:
@@ -242,6 +250,22 @@ def test_login_checks_run_only_when_asked(home: Path) -> None:
     plain = agents(home, "--check-login").stdout
     assert "installed, 0.50.0 (logged in)" in plain
     assert "installed, 2.0 (NOT logged in)" in plain
+
+
+def test_check_login_says_when_the_agents_own_cli_is_not_installed(
+    home: Path,
+) -> None:
+    # claude-agent-acp is installed, the `claude` that checks its login is not.
+    stand_in(home, "claude-agent-acp", "echo 0.9.0")
+    found = rows(home, "--check-login")["claude-acp"]
+    assert (found["installed"], found["logged_in"]) == (True, None)
+    assert found["login_state"] == "check_not_installed"
+    plain = agents(home, "--check-login").stdout
+    line = next(x for x in plain.splitlines() if x.startswith("claude-acp "))
+    assert "installed, 0.9.0 (login not checked: `claude` is not installed)" in line
+    stand_in(home, "claude", f"exec {sys.executable} -c 'import time; time.sleep(9)'")
+    slow = rows(home, "--check-login", "--version-timeout", "0.5")["claude-acp"]
+    assert slow["login_state"] == "no_answer"
 
 
 @pytest.mark.parametrize(

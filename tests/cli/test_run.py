@@ -283,10 +283,20 @@ def test_agent_preset_that_is_not_installed_names_the_command() -> None:
     assert "'gemini'" in done.stderr and "PATH=/nonexistent" in done.stderr
 
 
-def test_unknown_agent_preset_lists_the_known_ones() -> None:
-    done = cli("run", "--agent", "nope", "x")
+def test_a_mistyped_agent_gets_one_line_naming_the_closest_few() -> None:
+    done = cli("run", "--agent", "codx", "x")
     assert done.returncode == 2
-    assert "claude" in done.stderr and "codex-acp" in done.stderr
+    assert done.stderr.startswith(
+        "oma-bridge: unknown agent 'codx'; did you mean 'codex', 'codex-acp' or "
+        "'registry:codex-acp'? (`oma-bridge agents` lists all "
+    )
+    # One short line, not every known name (47 of them, ~800 characters).
+    assert done.stderr.count("\n") == 1 and len(done.stderr) < 200
+    assert "gemini" not in done.stderr
+    nothing_close = cli("run", "--agent", "zzzz", "x")
+    assert nothing_close.stderr.startswith(
+        "oma-bridge: unknown agent 'zzzz' (`oma-bridge agents` lists all "
+    )
 
 
 @pytest.mark.parametrize(("answer", "chosen"), [("1", "opt-allow_always"), ("", None)])
@@ -336,6 +346,7 @@ def test_output_format_parses_a_process_agents_json_stream() -> None:
     assert result["output"] == "README.md has 42 lines."
     assert result["token_usage"] == {
         "input_tokens": 25612, "output_tokens": 140, "cost": 0.0123456,
+        "context_used": None, "context_size": None,
     }  # fmt: skip
     assert [t["title"] for t in result["tool_calls"]] == ["Bash"]
     # Without the option stdout is the reply, as it came.
@@ -388,3 +399,23 @@ def test_a_key_in_a_tool_title_is_redacted_on_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "[tool] " in done.stderr and "[REDACTED]" in done.stderr
     assert key not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["rn", "x"], "invalid choice: 'rn'; did you mean 'run'? (choose from run, "),
+        (
+            ["run", "--process", "cat", "--output-format", "claude-json", "x"],
+            "invalid choice: 'claude-json'; did you mean 'codex-json', "
+            "'claude-stream-json' or 'opencode-json'?",
+        ),
+        (["run", "--process", "cat", "--format", "jsn", "x"], "did you mean 'json' or"),
+    ],
+)
+def test_a_mistyped_choice_names_the_closest_ones(
+    args: list[str], expected: str
+) -> None:
+    done = cli(*args)
+    assert done.returncode == 2
+    assert expected in done.stderr.splitlines()[-1]

@@ -41,15 +41,18 @@ def test_jsonl_streams_every_event_kind_in_order_then_done() -> None:
     ]  # fmt: skip
     assert events[0]["text"] == "hello"
     assert events[2]["title"] == "Read config"
+    # usage_update.used is the context window's occupancy, not input tokens.
     assert events[5] == {
-        "type": "usage", "input_tokens": 50, "output_tokens": 0, "cost": 0.25
+        "type": "usage", "input_tokens": 0, "output_tokens": 0, "cost": 0.25,
+        "context_used": 50, "context_size": 1000,
     }  # fmt: skip
     final = events[-1]
     assert (final["success"], final["output"], final["exit_status"]) == (
         True, "hello there", 0,
     )  # fmt: skip
-    assert final["token_usage"] == {"input_tokens": 50, "output_tokens": 0,
-                                    "cost": 0.25}  # fmt: skip
+    assert final["token_usage"] == {"input_tokens": 0, "output_tokens": 0,
+                                    "cost": 0.25, "context_used": 50,
+                                    "context_size": 1000}  # fmt: skip
     assert final["error"] is None
 
 
@@ -159,3 +162,16 @@ def test_an_option_is_taken_only_as_written() -> None:
     done = cli("run", "--process", "cat", "--output", "x", "hi")
     assert done.returncode == 2
     assert b"unrecognized arguments: --output" in done.stderr
+
+
+def test_a_refused_tool_call_is_in_the_json_result_with_why() -> None:
+    done = cli("run", "--acp", ACP_PEER, "--format", "json", "perm:edit")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    # The fake agent reports no call of its own: the refusal is recorded.
+    assert result["tool_calls"] == [
+        {
+            "id": "p1", "title": "Do edit", "kind": "edit", "status": "failed",
+            "error": "refused by the 'read-only' policy (kind 'edit')",
+        }
+    ]  # fmt: skip

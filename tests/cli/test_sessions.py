@@ -165,3 +165,32 @@ def test_an_agent_that_cannot_load_sessions_is_not_recorded(home: Path) -> None:
         "was not recorded (run without --session)\n"
     )
     assert not (home / "state" / "oma-bridge" / "sessions.json").exists()
+
+
+@needs_sdk
+def test_forgetting_a_mistyped_name_names_the_closest(home: Path) -> None:
+    cli(home, "run", "--acp", SESSION_AGENT, "--session", "refactor", "hi")
+    done = cli(home, "sessions", "forget", "refactr")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "oma-bridge: no named session 'refactr'; did you mean 'refactor'? "
+        "(`oma-bridge sessions list` lists them)\n"
+    )
+    assert [e["name"] for e in recorded(home)] == ["refactor"]
+
+
+def test_a_listing_escapes_lone_surrogates_and_control_characters(home: Path) -> None:
+    # A name from a non-UTF-8 argv, or a JSON "\ud800", ended `sessions list
+    # --json` (and the table, on a strict stdout) in UnicodeEncodeError; an
+    # agent's session id with a newline or an escape sequence broke the table
+    # into lines and reached the terminal as is.
+    path = home / "state" / "oma-bridge" / "sessions.json"
+    path.parent.mkdir(parents=True)
+    entry = {"name": "a\ud800", "agent": "cat", "cwd": "/w", "session_id": "s\n\x1b[2J"}
+    path.write_text(json.dumps({"version": 1, "sessions": [entry]}))
+    listed = cli(home, "sessions", "list", "--json")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    assert json.loads(listed.stdout) == [entry]  # the escape reads back as itself
+    table = cli(home, "sessions")
+    assert table.returncode == 0
+    assert table.stdout == "a\\ud800\ts\\x0a\\x1b[2J\tNone\t/w\tcat\n"

@@ -197,7 +197,10 @@ depends_on = ["draft"]
     draft, check = result["tasks"]
     # The configured output_format applies: the stream was parsed.
     assert draft["output"] == "done: write it"
-    assert draft["usage"] == {"input_tokens": 600, "output_tokens": 100, "cost": 0.25}
+    assert draft["usage"] == {
+        "input_tokens": 600, "output_tokens": 100, "cost": 0.25,
+        "context_used": None, "context_size": None,
+    }  # fmt: skip
     assert check["output"] == "checked"
     assert result["usage"]["cost"] == 0.25
 
@@ -207,8 +210,8 @@ depends_on = ["draft"]
     [
         (
             'agent = "nope"',
-            "tasks.toml: agents.w.agent: unknown agent 'nope'; known agents: "
-            "stream, echo, claude, codex",
+            "tasks.toml: agents.w.agent: unknown agent 'nope' (`oma-bridge agents` "
+            "lists all",
         ),
         (
             'agent = "echo"\npermission = "reject"',
@@ -405,3 +408,24 @@ def test_a_closed_stdout_stops_the_run_quietly_with_141(tmp_path):
     assert (proc.returncode, err) == (141, "")
     started = ran.read_text().count("t") if ran.exists() else 0
     assert started < 20  # stopped, not run to the end
+
+
+def test_an_acp_agent_logs_in_with_the_auth_method_its_entry_names(tmp_path):
+    # The login advice says "choose one with auth_method": the task file takes it.
+    path = tmp_path / "tasks.toml"
+    entry = f'acp = {json.dumps(ACP_PEER + " --auth")}\nauth_method = "api-key"'
+    path.write_text(
+        f'[agents.a]\n{entry}\n\n[[tasks]]\nid = "t"\ndescription = "echo"\n'
+    )
+    done = cli(str(path))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert [t["status"] for t in result["tasks"]] == ["completed"]
+    process = tmp_path / "p.toml"
+    process.write_text(
+        f'[agents.a]\nprocess = {json.dumps(WORKER)}\nauth_method = "api-key"\n\n'
+        '[[tasks]]\nid = "t"\ndescription = "say:x"\n'
+    )
+    refused = cli(str(process))
+    assert refused.returncode == 2
+    assert "agents.a.auth_method: applies to ACP agents only" in refused.stderr

@@ -1,4 +1,5 @@
-"""Budgets fed by an ACP agent's ``usage_update`` while its turn still runs."""
+"""Budgets fed by an ACP agent's usage while its turn still runs: billed tokens
+count, the context window's occupancy (``usage_update.used``) does not."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..acp.support import fake_agent, frames
 from .support import WAIT, Recorder, python_backend, worker
 
 
-async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tree(
+async def test_acp_usage_billed_over_budget_kills_it_and_the_other_running_tree(
     tmp_path, tree
 ):
     log = tmp_path / "acp.log"
@@ -32,7 +33,7 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
         Task(id="gate", description="go", assignee="gate"),
         Task(
             id="spend",
-            description="say:thinking;usage:5000;hang",
+            description="say:thinking;billed:5000;hang",
             assignee="acp",
             depends_on=["gate"],
         ),
@@ -53,7 +54,7 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
     spend = result["spend"]
     assert spend.error.code == "BUDGET_EXCEEDED"
     assert "token budget (1000 tokens)" in str(spend.error)
-    assert spend.usage == TokenUsage(5000, 0)  # the delta the update reported
+    assert spend.usage == TokenUsage(5000, 0)  # what the chunk said was billed
     assert spend.output == "thinking"  # what it said before it was stopped
     assert result["long"].error.code == "BUDGET_EXCEEDED"
     assert result.budget_exceeded and result.usage == TokenUsage(5000, 0)
@@ -65,3 +66,17 @@ async def test_an_acp_usage_update_over_budget_kills_it_and_the_other_running_tr
     assert "session/cancel" in methods
     tree.assert_ends()
     assert leaks.unreaped_by_library() == {}
+
+
+async def test_context_occupancy_is_not_spent_tokens(tmp_path) -> None:
+    # usage_update.used is how full the context window is: 5000 of it is not
+    # 5000 tokens spent, and no token budget of 1000 runs out on it.
+    log = tmp_path / "acp.log"
+    agents = {"acp": AgentConfig(name="acp", backend=fake_agent(log))}
+    tasks = [Task(id="t", description="usage:5000:0.5;say:done", assignee="acp")]
+    oma = OpenMultiAgent(max_token_budget=1000, max_cost_usd=1.0)
+    with anyio.fail_after(WAIT):
+        result = await oma.run_tasks(tasks, agents)
+    assert not result.budget_exceeded
+    assert result["t"].status == "completed" and result["t"].output == "done"
+    assert result.usage == TokenUsage(0, 0, 0.5, 5000, 1000)

@@ -64,7 +64,7 @@ async def test_a_terminal_agent_feeds_process_acp_and_python_agents(tmp_path):
         Task(id="copy", description="echo", assignee="cli", depends_on=["draft"]),
         Task(
             id="review",
-            description="say:reviewed by acp;usage:40",
+            description="say:reviewed by acp;billed:40",
             assignee="acp",
             depends_on=["draft"],
         ),

@@ -78,7 +78,7 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
         Task(id="draft", description="say:alpha from the cli", assignee="cli"),
         Task(
             id="review",
-            description="say:beta from acp;usage:50",
+            description="say:beta from acp;billed:50",
             assignee="acp",
             depends_on=("draft",),
         ),

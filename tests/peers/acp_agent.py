@@ -7,13 +7,15 @@ session resume), --modes (session/new returns modes), --config (session/new
 returns config options: model model-1|model-2, grouped), --commands (after
 answering session/new, send an available_commands_update, as agents do),
 --stderr-noise N (write N KiB to stderr at start), --ignore-sigterm,
---init-delay SECONDS (answer initialize that much later: a slow start-up).
+--init-delay SECONDS (answer initialize that much later: a slow start-up),
+--mcp-http (advertise MCP servers over HTTP).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
 late: and latejoined: write "sent late" once their chunks are written.
 readflood:PATH:COUNT asks for PATH, writes COUNT 64 KiB chunks, then reads
-the answer.
+the answer. stallread:PATH asks for PATH, then never reads again and writes
+64 KiB chunks for as long as it can (a peer that stopped reading).
 escape / escapesetsid: start `sleep 60` holding stdout and stderr (in our
 process group / in a session of its own), log its pid as {"_sent": "escaped"},
 then exit 3 mid-turn.
@@ -24,6 +26,8 @@ twice answers it twice.
 
 Each prompt's text is a list of ';'-separated commands:
   say:TEXT  thought:TEXT  chunks:N  image  tool  plan  usage:USED[:COST]
+  billed:IN[:OUT] (an empty message chunk with _meta.usage, as qwen --acp)
+  answerusage:IN[:OUT] (the prompt's answer carries this usage, even cancelled)
   stop:REASON  perm:KIND  read:PATH[:LINE:LIMIT]  write:PATH:TEXT
   term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
   cancelperm:KIND (like slow, but asks permission after session/cancel)
@@ -52,6 +56,7 @@ _next_id = 1000
 _backlog: list[dict] = []
 _late: list[tuple[str, str]] = []  # (command, text) sent after the prompt's answer
 _reply_shape: list[tuple[str, str]] = []  # how to answer the prompt (hostile)
+_answer_usage: list[dict] = []  # the usage the prompt's answer carries
 CWD = os.getcwd()  # the last session's cwd
 
 
@@ -291,6 +296,22 @@ def prompt_turn(sid: str, text: str) -> str:
             if cost:
                 upd["cost"] = {"amount": float(cost), "currency": "USD"}
             update(sid, upd)
+        elif name == "answerusage":  # the answer's usage, e.g. when cancelled
+            tokens, _, out = arg.partition(":")
+            _answer_usage[:] = [
+                {"inputTokens": int(tokens), "outputTokens": int(out or 0)}
+            ]
+        elif name == "billed":  # one model request's tokens, as qwen --acp says
+            tokens, _, out = arg.partition(":")
+            usage = {"inputTokens": int(tokens), "outputTokens": int(out or 0)}
+            update(
+                sid,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": ""},
+                    "_meta": {"usage": usage},
+                },
+            )
         elif name == "kinds":
             for i, upd in enumerate(kinds(CWD)):
                 update(sid, upd, {"trace": f"n{i}"} if i % 2 else None)
@@ -430,6 +451,19 @@ def prompt_turn(sid: str, text: str) -> str:
                 _backlog.append(msg)
             content = msg.get("result", {}).get("content", "")
             chunk(sid, f"|read {len(content)} bytes")
+        elif name == "stallread":
+            _next_id += 1
+            params = {"sessionId": sid, "path": arg}
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": _next_id,
+                    "method": "fs/read_text_file",
+                    "params": params,
+                }
+            )
+            while True:  # until the client gives up on us and kills us
+                chunk(sid, "s" * 65536)
         elif name == "raw":
             with open(arg, "rb") as f:
                 OUT.write(f.read())
@@ -517,6 +551,8 @@ def main() -> None:
                 caps["loadSession"] = True
             if "--resume" in ARGS:
                 caps["sessionCapabilities"] = {"resume": {}}
+            if "--mcp-http" in ARGS:
+                caps["mcpCapabilities"] = {"http": True}
             result = {
                 "protocolVersion": int(flag_value("--version", "1") or 1),
                 "agentCapabilities": caps,
@@ -566,6 +602,8 @@ def main() -> None:
                 b.get("text", "") for b in params["prompt"] if b.get("type") == "text"
             )
             result = {"stopReason": prompt_turn(params["sessionId"], text)}
+            if _answer_usage:
+                result["usage"] = _answer_usage.pop()
         else:
             error = {"code": -32601, "message": f"Method not found: {method}"}
         reply: dict = {"jsonrpc": "2.0", "id": mid}

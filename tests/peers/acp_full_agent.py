@@ -1,27 +1,28 @@
-"""A fake ACP agent that offers every stable method of ACP v1, on stdio.
+"""A fake ACP agent offering every stable method a client calls: NDJSON JSON-RPC
+on stdio, scripted by flags and prompt text.
 
-It advertises ``loadSession``, every ``sessionCapabilities`` entry (list,
-resume, close, delete, additionalDirectories), ``auth.logout``, MCP over HTTP
-and SSE, and every prompt capability; a ``terminal`` auth method only when the
-client advertised ``auth.terminal``, and a boolean config option only when it
-advertised ``session.configOptions.boolean`` (as ACP requires).
+It advertises ``loadSession``, ``sessionCapabilities`` list, delete, close,
+resume and additionalDirectories, and ``auth.logout``; ``--bare`` advertises
+none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE);
+``--needs-login`` refuses session/new (-32000) until authenticate (or a
+terminal login marked ``ACP_LOGIN_MARK``), and offers a terminal login method
+(its args: ``--login``); with ``--at-prompt`` only session/prompt is refused
+(as claude-agent-acp does).
+Its sessions outlive the process in ``ACP_STORE`` (a JSON file), so a later
+process lists, loads and deletes them.
+Each session offers config options ``model`` (select) and ``fast`` (boolean, only
+when the client advertises boolean options) and modes ``ask`` and ``code``.
 
-Env: ``ACP_LOG`` (append every frame received as a JSON line, and each one
-sent as ``{"_sent": method, ...}``), ``ACP_STATE`` (a file of JSON lines: the
-sessions every process of this agent opened, so ``session/list``,
-``session/load`` and ``session/delete`` see them all, as an agent's own
-session store would), ``ACP_TERMINAL_ALWAYS=1`` (offer the terminal login to
-any client, as ACP forbids).
+Env: ACP_LOG=path appends every received frame as one JSON line and each request
+it sends as {"_sent": METHOD, "id": ID} (the layout of tests/peers/acp_agent.py).
 
-Prompt text is ';'-separated commands: ``say:TEXT``, ``read:PATH``,
-``write:PATH:TEXT``, ``term:PROGRAM``, ``perm``, ``elicit:form``,
-``elicit:url`` (then ``elicitation/complete``), ``elicit:request`` (a
-request-scoped one), ``slow`` (streams until ``session/cancel``). Each
-client answer is sent back as a message chunk, as JSON.
-
-Started with ``--login`` (its terminal auth method's argument), it is the
-login: it writes ``logged in (FULL_AGENT_LOGIN=...)`` and exits 0, or 3 when
-``FULL_AGENT_LOGIN`` is ``fail``.
+Each prompt's text is a list of ';'-separated commands:
+  say:TEXT  title:TEXT (a session_info_update)  mode:ID (current_mode_update)
+  commands (available_commands_update)  options (config_option_update)
+  user:TEXT (user_message_chunk)
+  form:MESSAGE (elicitation/create, form mode; the answer becomes a chunk)
+  url:URL (elicitation/create, URL mode, then elicitation/complete)
+  slow (stream until session/cancel or $/cancel_request, then end cancelled)
 """
 
 from __future__ import annotations
@@ -30,346 +31,363 @@ import json
 import os
 import select
 import sys
+import time
 
 OUT = sys.stdout.buffer
 LOG = os.environ.get("ACP_LOG")
-STATE = os.environ.get("ACP_STATE")
+STORE = os.environ.get("ACP_STORE")
+ARGS = sys.argv[1:]
+BARE = "--bare" in ARGS
 _buf = b""
 _backlog: list[dict] = []
-_next_id = 500
-CLIENT: dict = {}
-SESSIONS: dict[str, dict] = {}  # this process's open sessions: mode, options
+_next_id = 5000
+client_caps: dict = {}
 
 
-def log(entry: dict) -> None:
+def log(msg: dict) -> None:
     if LOG:
         with open(LOG, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+            f.write(json.dumps(msg) + "\n")
 
 
 def send(msg: dict) -> None:
-    if "method" in msg:
-        log({"_sent": msg["method"], **msg})
     OUT.write(json.dumps(msg).encode() + b"\n")
     OUT.flush()
 
 
-def read(timeout: float | None = None) -> dict | None:
+def read_msg(timeout: float | None = None) -> dict | None:
     global _buf
     while b"\n" not in _buf:
-        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+        ready, _, _ = select.select([0], [], [], timeout)
         if not ready:
             return None
-        chunk = os.read(sys.stdin.fileno(), 65536)
-        if not chunk:
+        data = os.read(0, 65536)
+        if not data:
             sys.exit(0)
-        _buf += chunk
-    line, _buf = _buf.split(b"\n", 1)
+        _buf += data
+    line, _, _buf = _buf.partition(b"\n")
     msg = json.loads(line)
     log(msg)
     return msg
 
 
+def next_msg(timeout: float | None = None) -> dict | None:
+    return _backlog.pop(0) if _backlog else read_msg(timeout)
+
+
 def call(method: str, params: dict) -> dict:
     global _next_id
     _next_id += 1
-    send({"jsonrpc": "2.0", "id": _next_id, "method": method, "params": params})
+    my_id = _next_id
+    log({"_sent": method, "id": my_id})
+    send({"jsonrpc": "2.0", "id": my_id, "method": method, "params": params})
     while True:
-        msg = read()
+        msg = read_msg()
         assert msg is not None
-        if msg.get("id") == _next_id and "method" not in msg:
+        if msg.get("id") == my_id and "method" not in msg:
             return msg
         _backlog.append(msg)
 
 
-def store() -> list[dict]:
-    if not STATE or not os.path.exists(STATE):
-        return []
-    return [json.loads(line) for line in open(STATE)]
+def notify(method: str, params: dict) -> None:
+    send({"jsonrpc": "2.0", "method": method, "params": params})
 
 
-def stored(session_id: str) -> dict | None:
-    found = None
-    for entry in store():
-        if entry["sessionId"] == session_id:
-            found = None if entry.get("deleted") else entry
-    return found
+def update(sid: str, upd: dict) -> None:
+    notify("session/update", {"sessionId": sid, "update": upd})
 
 
-def keep(entry: dict) -> None:
-    if STATE:
-        with open(STATE, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+def chunk(sid: str, text: str) -> None:
+    update(
+        sid,
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": text},
+        },
+    )
 
 
-def booleans() -> bool:
-    session = CLIENT.get("session") or {}
-    return isinstance((session.get("configOptions") or {}).get("boolean"), dict)
+def load_store() -> dict:
+    if STORE and os.path.exists(STORE):
+        with open(STORE) as f:
+            return json.load(f)
+    return {}
 
 
-def options(state: dict) -> list[dict]:
-    opts = [
+def save_store(store: dict) -> None:
+    if STORE:
+        with open(STORE, "w") as f:
+            json.dump(store, f)
+
+
+def booleans_offered() -> bool:
+    session = client_caps.get("session") or {}
+    options = session.get("configOptions") or {}
+    return options.get("boolean") is not None
+
+
+def config_options(state: dict) -> list[dict]:
+    options: list[dict] = [
         {
             "id": "model",
             "name": "Model",
             "type": "select",
-            "currentValue": state["model"],
-            "options": [{"value": v, "name": v} for v in ("m1", "m2")],
+            "currentValue": state.get("model", "m1"),
+            "options": [{"value": v, "name": v.upper()} for v in ("m1", "m2")],
         }
     ]
-    if booleans():
-        opts.append(
+    if booleans_offered():
+        options.append(
             {
                 "id": "fast",
                 "name": "Fast",
                 "type": "boolean",
-                "currentValue": state["fast"],
+                "currentValue": state.get("fast", False),
             }
         )
-    return opts
+    return options
 
 
-def modes(state: dict) -> dict:
-    available = [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]
-    return {"currentModeId": state["mode"], "availableModes": available}
-
-
-def opened(session_id: str) -> dict:
-    state = SESSIONS.setdefault(
-        session_id, {"mode": "ask", "model": "m1", "fast": False}
-    )
-    return {"modes": modes(state), "configOptions": options(state)}
-
-
-def update(session_id: str, upd: dict) -> None:
-    send(
-        {
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": session_id, "update": upd},
-        }
-    )
-
-
-def chunk(session_id: str, text: str, kind: str = "agent_message_chunk") -> None:
-    update(
-        session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
-    )
-
-
-def initialize(params: dict) -> dict:
-    CLIENT.update(params.get("clientCapabilities") or {})
-    log({"_sent": "_capabilities", "clientCapabilities": CLIENT})
-    methods = [{"id": "agent-login", "name": "Log in"}]
-    # ACP_TERMINAL_ALWAYS=1: offered to any client (which ACP forbids).
-    anyway = os.environ.get("ACP_TERMINAL_ALWAYS") == "1"
-    if (CLIENT.get("auth") or {}).get("terminal") is True or anyway:
-        methods.append(
-            {
-                "id": "terminal-login",
-                "name": "Log in from the terminal",
-                "type": "terminal",
-                "args": ["--login"],
-                "env": {"FULL_AGENT_LOGIN": "1"},
-            }
-        )
+def session_answer(sid: str, state: dict) -> dict:
     return {
-        "protocolVersion": 1,
-        "agentCapabilities": {
-            "loadSession": True,
-            "promptCapabilities": {
-                "image": True,
-                "audio": True,
-                "embeddedContext": True,
-            },
-            "mcpCapabilities": {"http": True, "sse": True},
-            "sessionCapabilities": {
-                "list": {},
-                "resume": {},
-                "close": {},
-                "delete": {},
-                "additionalDirectories": {},
-            },
-            "auth": {"logout": {}},
+        "sessionId": sid,
+        "configOptions": config_options(state),
+        "modes": {
+            "currentModeId": state.get("mode", "ask"),
+            "availableModes": [
+                {"id": "ask", "name": "Ask"},
+                {"id": "code", "name": "Code"},
+            ],
         },
-        "authMethods": methods,
-        "agentInfo": {"name": "full-agent", "version": "1.0"},
     }
 
 
-def prompt(session_id: str, text: str) -> dict:
-    keep({"sessionId": session_id, "cwd": stored_cwd(session_id), "said": text})
-    for command in text.split(";"):
-        name, _, arg = command.partition(":")
-        answer = None
+def prompt_turn(sid: str, text: str, state: dict, prompt_id: object) -> str:
+    for cmd in text.split("\n\n")[-1].split(";"):
+        name, _, arg = cmd.strip().partition(":")
         if name == "say":
-            chunk(session_id, arg)
-        elif name == "read":
-            answer = call("fs/read_text_file", {"sessionId": session_id, "path": arg})
-        elif name == "write":
-            path, _, content = arg.partition(":")
-            params = {"sessionId": session_id, "path": path, "content": content}
-            answer = call("fs/write_text_file", params)
-        elif name == "term":
-            params = {"sessionId": session_id, "command": arg}
-            answer = call("terminal/create", params)
-        elif name == "perm":
-            answer = call("session/request_permission", permission(session_id))
-        elif name == "elicit":
-            answer = elicit(session_id, arg)
-        elif name == "slow":
-            return slow(session_id)
-        if answer is not None:
-            chunk(
-                session_id,
-                json.dumps(
-                    {k: answer[k] for k in answer if k != "jsonrpc" and k != "id"}
-                ),
+            chunk(sid, arg)
+        elif name == "user":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "user_message_chunk",
+                    "content": {"type": "text", "text": arg},
+                },
             )
-    return {"stopReason": "end_turn"}
+        elif name == "title":
+            state["title"] = arg
+            update(
+                sid,
+                {
+                    "sessionUpdate": "session_info_update",
+                    "title": arg,
+                    "updatedAt": "2026-01-02T03:04:05Z",
+                },
+            )
+        elif name == "mode":
+            state["mode"] = arg
+            update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": arg})
+        elif name == "commands":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": [
+                        {
+                            "name": "web",
+                            "description": "Search the web",
+                            "input": {"hint": "query"},
+                        },
+                        {"name": "init", "description": "Write AGENTS.md"},
+                    ],
+                },
+            )
+        elif name == "options":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "config_option_update",
+                    "configOptions": config_options(state),
+                },
+            )
+        elif name == "form":
+            reply = call(
+                "elicitation/create",
+                {
+                    "sessionId": sid,
+                    "mode": "form",
+                    "message": arg,
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {
+                            "strategy": {"type": "string", "enum": ["safe", "bold"]},
+                            "count": {"type": "integer"},
+                        },
+                        "required": ["strategy"],
+                    },
+                },
+            )
+            chunk(sid, json.dumps(reply.get("result", reply.get("error"))))
+        elif name == "url":
+            reply = call(
+                "elicitation/create",
+                {
+                    "sessionId": sid,
+                    "mode": "url",
+                    "elicitationId": "e-1",
+                    "url": arg,
+                    "message": "Please authorize.",
+                },
+            )
+            notify("elicitation/complete", {"elicitationId": "e-1"})
+            chunk(sid, json.dumps(reply.get("result", reply.get("error"))))
+        elif name == "slow":
+            i = 0
+            while True:
+                chunk(sid, f"s{i} ")
+                i += 1
+                msg = next_msg(timeout=0.02)
+                if msg is None:
+                    continue
+                if msg.get("method") == "session/cancel":
+                    return "cancelled"
+                if msg.get("method") == "$/cancel_request":
+                    if msg["params"].get("requestId") == prompt_id:
+                        return "cancelled"
+    return "end_turn"
 
 
-def permission(session_id: str) -> dict:
-    return {
-        "sessionId": session_id,
-        "toolCall": {"toolCallId": "t1", "title": "Edit"},
-        "options": [
-            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-            {"optionId": "no", "name": "No", "kind": "reject_once"},
-        ],
-    }
-
-
-def elicit(session_id: str, mode: str) -> dict:
-    if mode == "form":
-        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
-        params = {
-            "sessionId": session_id,
-            "mode": "form",
-            "message": "Name?",
-            "requestedSchema": schema,
-        }
-    elif mode == "url":
-        params = {
-            "sessionId": session_id,
-            "mode": "url",
-            "elicitationId": "e-1",
-            "url": "https://example.com/connect?e=1",
-            "message": "Connect your account",
-        }
-    else:  # request-scoped
-        params = {
-            "requestId": 1,
-            "mode": "form",
-            "message": "Name?",
-            "requestedSchema": {"type": "object", "properties": {}},
-        }
-    answer = call("elicitation/create", params)
-    if mode == "url" and "result" in answer:
-        send(
-            {
-                "jsonrpc": "2.0",
-                "method": "elicitation/complete",
-                "params": {"elicitationId": "e-1"},
-            }
-        )
-    return answer
-
-
-def slow(session_id: str) -> dict:
-    while True:
-        chunk(session_id, ".")
-        while _backlog or (msg := read(0.05)) is not None:
-            msg = _backlog.pop(0) if _backlog else msg
-            if msg.get("method") == "session/cancel":
-                return {"stopReason": "cancelled"}
-
-
-def stored_cwd(session_id: str) -> str:
-    entry = stored(session_id)
-    return entry["cwd"] if entry else os.getcwd()
-
-
-def handle(method: str, params: dict) -> dict | tuple[int, str]:
-    if method == "initialize":
-        return initialize(params)
-    if method in ("authenticate", "logout"):
-        return {}
-    if method == "session/new":
-        session_id = f"full-{os.getpid()}-{len(SESSIONS) + 1}"
-        keep(
-            {
-                "sessionId": session_id,
-                "cwd": params["cwd"],
-                "roots": params.get("additionalDirectories", []),
-            }
-        )
-        return {"sessionId": session_id, **opened(session_id)}
-    if method in ("session/load", "session/resume"):
-        session_id = params["sessionId"]
-        if stored(session_id) is None:
-            return (-32002, f"Unknown session {session_id}")
-        if method == "session/load":
-            for entry in store():
-                if entry["sessionId"] == session_id and "said" in entry:
-                    chunk(session_id, entry["said"], "user_message_chunk")
-        return opened(session_id)
-    if method == "session/list":
-        cwd = params.get("cwd")
-        seen: dict[str, dict] = {}
-        for entry in store():
-            if entry.get("deleted"):
-                seen.pop(entry["sessionId"], None)
-            elif "said" not in entry:
-                seen[entry["sessionId"]] = {
-                    "sessionId": entry["sessionId"],
-                    "cwd": entry["cwd"],
-                }
-        return {"sessions": [s for s in seen.values() if cwd in (None, s["cwd"])]}
-    if method == "session/delete":
-        keep({"sessionId": params["sessionId"], "cwd": "/", "deleted": True})
-        return {}
-    if method == "session/close":
-        SESSIONS.pop(params["sessionId"], None)
-        return {}
-    if method == "session/set_mode":
-        state = SESSIONS[params["sessionId"]]
-        state["mode"] = params["modeId"]
-        update(
-            params["sessionId"],
-            {"sessionUpdate": "current_mode_update", "currentModeId": state["mode"]},
-        )
-        return {}
-    if method == "session/set_config_option":
-        state = SESSIONS[params["sessionId"]]
-        if params.get("type") == "boolean":
-            if not booleans():
-                return (-32602, "boolean config options were not advertised")
-            state[params["configId"]] = params["value"]
-        else:
-            state[params["configId"]] = params["value"]
-        return {"configOptions": options(state)}
-    if method == "session/prompt":
-        text = "".join(b.get("text", "") for b in params["prompt"])
-        return prompt(params["sessionId"], text)
-    return (-32601, f"Method not found: {method}")
+def terminal_login() -> None:
+    """``--login`` (a terminal auth method's args): ask on the terminal, mark
+    the login in ``ACP_LOGIN_MARK`` and exit 0; exit 1 unless stdin is one."""
+    if not os.isatty(0):
+        sys.exit(1)
+    sys.stdout.write(f"login mode {os.environ.get('LOGIN_MODE')}; press Enter: ")
+    sys.stdout.flush()
+    sys.stdin.readline()
+    with open(os.environ["ACP_LOGIN_MARK"], "w") as f:
+        f.write("logged in\n")
+    sys.exit(0)
 
 
 def main() -> None:
-    if "--login" in sys.argv:
-        value = os.environ.get("FULL_AGENT_LOGIN")
-        sys.stdout.write(f"logged in (FULL_AGENT_LOGIN={value})\n")
-        sys.exit(3 if value == "fail" else 0)
+    global client_caps
+    if "--login" in ARGS:
+        terminal_login()
+    open_sessions: set[str] = set()
+    counter = 0
+    mark = os.environ.get("ACP_LOGIN_MARK")
+    needs = "--needs-login" in ARGS or "--at-prompt" in ARGS
+    logged_in = not needs or bool(mark and os.path.exists(mark))
     while True:
-        msg = _backlog.pop(0) if _backlog else read()
-        if msg is None or "method" not in msg or "id" not in msg:
-            continue  # notifications (cancel outside a turn), stray answers
-        answer = handle(msg["method"], msg.get("params") or {})
-        if isinstance(answer, tuple):
-            reply = {"error": {"code": answer[0], "message": answer[1]}}
+        msg = next_msg()
+        if msg is None:
+            continue
+        method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if mid is None or method is None:
+            continue
+        store = load_store()
+        result: object = {}
+        error: dict | None = None
+        if method == "initialize":
+            client_caps = params.get("clientCapabilities") or {}
+            caps: dict = {"promptCapabilities": {}}
+            if "--mcp-http" in ARGS:
+                caps["mcpCapabilities"] = {"http": True, "sse": False}
+            if not BARE:
+                caps["loadSession"] = True
+                caps["sessionCapabilities"] = {
+                    "list": {},
+                    "delete": {},
+                    "close": {},
+                    "resume": {},
+                    "additionalDirectories": {},
+                }
+                caps["auth"] = {"logout": {}}
+            result = {
+                "protocolVersion": 1,
+                "agentCapabilities": caps,
+                "authMethods": [
+                    {"id": "key", "name": "API key"},
+                    {
+                        "id": "term",
+                        "name": "Log in from the terminal",
+                        "type": "terminal",
+                        "args": ["--login"],
+                        "env": {"LOGIN_MODE": "1"},
+                    },
+                ],
+            }
+        elif method == "authenticate":
+            logged_in = True
+        elif method == "logout":
+            logged_in = False
+        elif method == "session/new" and not logged_in and "--at-prompt" not in ARGS:
+            error = {"code": -32000, "message": "Authentication required"}
+        elif method == "session/new":
+            counter += 1
+            sid = f"s-{os.getpid()}-{counter}"
+            state = {
+                "cwd": params["cwd"],
+                "dirs": params.get("additionalDirectories", []),
+            }
+            store[sid] = state
+            open_sessions.add(sid)
+            result = session_answer(sid, state)
+        elif method in ("session/load", "session/resume"):
+            sid = params["sessionId"]
+            if sid not in store:
+                error = {"code": -32002, "message": f"Session not found: {sid}"}
+            else:
+                store[sid]["dirs"] = params.get("additionalDirectories", [])
+                open_sessions.add(sid)
+                result = session_answer(sid, store[sid])
+                del result["sessionId"]
+        elif method == "session/list":
+            cwd = params.get("cwd")
+            sessions = [
+                {
+                    "sessionId": sid,
+                    "cwd": s["cwd"],
+                    **({"title": s["title"]} if "title" in s else {}),
+                }
+                for sid, s in sorted(store.items())
+                if cwd is None or s["cwd"] == cwd
+            ]
+            start = int(params.get("cursor") or 0)
+            result = {"sessions": sessions[start : start + 2]}
+            if start + 2 < len(sessions):
+                result["nextCursor"] = str(start + 2)  # type: ignore[index]
+        elif method == "session/delete":
+            store.pop(params["sessionId"], None)
+        elif method == "session/close":
+            open_sessions.discard(params["sessionId"])
+        elif method == "session/set_mode":
+            store[params["sessionId"]]["mode"] = params["modeId"]
+        elif method == "session/set_config_option":
+            state = store[params["sessionId"]]
+            state[params["configId"]] = params["value"]
+            result = {"configOptions": config_options(state)}
+        elif method == "session/prompt":
+            if not logged_in:
+                error = {"code": -32000, "message": "Authentication required"}
+            else:
+                sid = params["sessionId"]
+                text = "".join(b.get("text", "") for b in params["prompt"])
+                state = store.get(sid, {})
+                result = {"stopReason": prompt_turn(sid, text, state, mid)}
+                store = {**load_store(), sid: state}
         else:
-            reply = {"result": answer}
-        send({"jsonrpc": "2.0", "id": msg["id"], **reply})
+            error = {"code": -32601, "message": f"Method not found: {method}"}
+        save_store(store)
+        reply: dict = {"jsonrpc": "2.0", "id": mid}
+        if error is not None:
+            reply["error"] = error
+        else:
+            reply["result"] = result
+        send(reply)
+        time.sleep(0)
 
 
 if __name__ == "__main__":

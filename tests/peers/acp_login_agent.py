@@ -10,8 +10,10 @@ instead), ``--broken`` (also advertise ``broken``), ``--still``
 answer ``session/load``), ``--hang-auth`` (never answer ``authenticate``, as
 a login waiting for a browser), ``--screen-auth`` (answer ``authenticate`` by
 drawing a login screen on stdout, as gemini's oauth-personal does).
-``authenticate`` accepts ``token``; ``broken`` fails with -32603 and a detail;
-other ids get -32000. Env: ACP_LOG=path appends each method received.
+``authenticate`` accepts ``token``, and ``key`` when LOGIN_AGENT_KEY is set
+(unset, it fails as codex-acp's codex-api-key does: -32603, "LOGIN_AGENT_KEY
+is not set"); ``broken`` fails with -32603 and a detail; other ids get -32000.
+Env: ACP_LOG=path appends each method received.
 A prompt is answered with ``hello TEXT``.
 """
 
@@ -77,7 +79,13 @@ def answer(method: str, params: dict, state: dict) -> tuple[object, dict | None]
                 "message": "Internal error",
                 "data": {"details": "login server unreachable"},
             }
-        if chosen != "token":
+        if chosen == "key" and not os.environ.get("LOGIN_AGENT_KEY"):
+            return None, {
+                "code": -32603,
+                "message": "Internal error",
+                "data": {"details": "LOGIN_AGENT_KEY is not set"},
+            }
+        if chosen not in ("token", "key"):
             return None, {"code": -32000, "message": "Authentication failed"}
         state["authed"] = "--still" not in ARGS
         return {}, None

@@ -26,8 +26,10 @@ from ...bridge import (
     RemoteError,
     TextEvent,
     ThoughtEvent,
+    TokenUsage,
     ToolCallEvent,
     ToolCallUpdateEvent,
+    UsageEvent,
 )
 from ..rpc import RequestError, methods as m
 from ._offers import AGENT_OFFERS, advertise
@@ -143,12 +145,19 @@ def _field(block: dict[str, JSONValue], index: int, name: str) -> str:
     return value
 
 
-def session_update(event: StreamEvent) -> dict[str, JSONValue] | None:
+def session_update(
+    event: StreamEvent, spent: float | None = None
+) -> dict[str, JSONValue] | None:
     """The ``session/update`` payload for an event (None: nothing to send).
 
-    Usage events are not sent: ACP's ``usage_update`` reports context-window
-    occupancy, which a run's token counts are not; they go in the reply.
+    A usage event becomes a ``usage_update`` only when it holds the context
+    window's occupancy and size, which that update reports (``used``,
+    ``size``); its ``cost`` is the session's cumulative one, ``spent`` (the
+    session's turns before this one) plus this run's. Billed token counts are
+    no occupancy: they go in the reply (``prompt_reply``).
     """
+    if isinstance(event, UsageEvent):
+        return _usage_update(event.usage, spent)
     if isinstance(event, TextEvent):
         return _chunk("agent_message_chunk", event.text)
     if isinstance(event, ThoughtEvent):
@@ -174,6 +183,22 @@ def session_update(event: StreamEvent) -> dict[str, JSONValue] | None:
     if isinstance(event, PlanEvent):
         return {"sessionUpdate": "plan", "entries": list(event.entries)}
     return None
+
+
+def _usage_update(
+    usage: TokenUsage, spent: float | None
+) -> dict[str, JSONValue] | None:
+    if usage.context_used is None or usage.context_size is None:
+        return None  # ACP's usage_update needs both
+    update: dict[str, JSONValue] = {
+        "sessionUpdate": "usage_update",
+        "used": usage.context_used,
+        "size": usage.context_size,
+    }
+    if usage.cost is not None:
+        total = TokenUsage(cost=spent) + TokenUsage(cost=usage.cost)  # saturating
+        update["cost"] = {"amount": total.cost, "currency": "USD"}
+    return update
 
 
 def _chunk(kind: str, text: str) -> dict[str, JSONValue] | None:

@@ -30,7 +30,7 @@ from ...bridge import OmaBridgeError
 from ..client import SessionState, configure_session, request_logged_in
 from ..rpc import RequestError, methods as m
 from ._offers import AGENT_OFFERS, CLIENT_OFFERS, find, has
-from ._real_agent import EditorSide, RealAgent
+from ._real_agent import EditorSide, RealAgent, UpdateBudget
 
 if TYPE_CHECKING:
     from collections.abc import Container
@@ -87,6 +87,8 @@ class Proxy:
         self.agent_capabilities: dict[str, JSONValue] = {}
         #: The method the editor authenticated with: later agents use it too.
         self._auth_method = backend.auth_method
+        # What the real agents' updates waiting for this editor may hold.
+        self._budget = UpdateBudget()
         self.tasks: TaskGroup | None = None
         self.notify: Notify | None = None
         self.ask_editor: AskEditor | None = None
@@ -312,7 +314,9 @@ class Proxy:
     async def _start(self, cwd: str, roots: list[str] | None = None) -> RealAgent:
         holder: list[RealAgent] = []
         editor = EditorSide(self._client_caps, self._ask_editor, self._tell_editor)
-        agent = RealAgent(self._config(cwd, holder, roots or []), editor=editor)
+        agent = RealAgent(
+            self._config(cwd, holder, roots or []), editor=editor, budget=self._budget
+        )
         holder.append(agent)
         assert self.tasks is not None and self.notify is not None
         try:

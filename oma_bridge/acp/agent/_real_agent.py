@@ -33,7 +33,42 @@ if TYPE_CHECKING:
     #: Sends the editor a notification.
     TellEditor = Callable[[str, JSONValue], Awaitable[None]]
 
-__all__ = ("EditorSide", "RealAgent")
+__all__ = ("OUTBOX_BYTES", "EditorSide", "RealAgent", "UpdateBudget")
+
+#: The most of the real agents' updates (their frames' bytes) read and not yet
+#: written to one editor, all its sessions together; beyond it no agent with
+#: updates to forward is read until the editor takes some (their pipes fill,
+#: and they wait).
+OUTBOX_BYTES = 16 * 1024 * 1024
+
+
+@final
+class UpdateBudget:
+    """The bytes of updates waiting for one editor, shared by its real agents."""
+
+    __slots__ = ("_room", "limit", "used")
+
+    def __init__(self, limit: int = OUTBOX_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+        self._room: anyio.Event | None = None  # set when used drops to limit
+
+    def take(self, size: int) -> None:
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+        if self._room is not None and self.used <= self.limit:
+            self._room.set()
+            self._room = None
+
+    async def room(self) -> None:
+        """Wait while more than ``limit`` bytes wait for the editor."""
+        while self.used > self.limit:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+
 
 logger = logging.getLogger(__name__)
 
@@ -66,20 +101,31 @@ class RealAgent(AgentProcess):
     advertises to it is derived from that table.
     """
 
-    def __init__(self, config: AcpBackendConfig, *, editor: EditorSide) -> None:
+    def __init__(
+        self,
+        config: AcpBackendConfig,
+        *,
+        editor: EditorSide,
+        budget: UpdateBudget | None = None,
+    ) -> None:
         super().__init__(config)
         self._editor = editor
         self.router = self._routes(self.router)
+        #: What this agent's updates count against (its editor's, shared).
+        self.budget = budget if budget is not None else UpdateBudget()
         #: The session id the editor knows.
         self.editor_session = ""
         #: Updates are dropped, not forwarded (the replay of a re-opened session).
         self.silent = False
         #: Set once the editor knows ``editor_session``: updates may go.
         self.ready = anyio.Event()
-        self._in, self._out = anyio.create_memory_object_stream["dict[str, JSONValue]"](
-            math.inf
-        )
+        # Unbounded in count; bounded in bytes by _room(), which holds the
+        # reading back (a notification handler cannot wait).
+        self._in, self._out = anyio.create_memory_object_stream[
+            "tuple[dict[str, JSONValue], int]"
+        ](math.inf)
         self._queued = self._forwarded = 0
+        self._queued_bytes = 0  # of the updates read, not yet forwarded
         self._progress: anyio.Event | None = None
         self._scope = anyio.CancelScope()
         self._tasks: TaskGroup | None = None
@@ -183,7 +229,7 @@ class RealAgent(AgentProcess):
                 tg.start_soon(self._forward, notify)
                 task_status.started()
                 try:
-                    await self.conn.serve()
+                    await self.conn.serve(pace=self._room)
                 except OmaBridgeError:
                     pass  # conn.error holds it; the turn in flight explains it
                 finally:
@@ -194,14 +240,41 @@ class RealAgent(AgentProcess):
         raw = params.raw
         if self.silent or (self.session_id and raw.get("sessionId") != self.session_id):
             return
-        self._in.send_nowait(raw)
+        size = self.stream.last_size if self.stream is not None else 0
+        try:
+            self._in.send_nowait((raw, size))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The forwarding has ended (the editor's connection with it): a
+            # request still waiting reads on, and nobody would take these.
+            return
         self._queued += 1
+        self._queued_bytes += size
+        self.budget.take(size)
+
+    async def _room(self) -> None:
+        """Before each read: wait while the editor is behind by its budget.
+
+        Only while this agent has updates waiting, and once they may go
+        (``ready``): until the editor knows the session, what the agent sends
+        waits for the answer read after it, and an agent with nothing queued
+        holds no byte of the budget up.
+        """
+        if self._queued_bytes and self.ready.is_set():
+            await self.budget.room()
 
     async def _forward(self, notify: Notify) -> None:
+        try:
+            await self._forward_all(notify)
+        finally:
+            # What is left unforwarded holds the editor's budget no longer.
+            self.budget.give(self._queued_bytes)
+            self._queued_bytes = 0
+
+    async def _forward_all(self, notify: Notify) -> None:
         await self.ready.wait()
         hook = self.config.on_update
         async with self._out:
-            async for raw in self._out:
+            async for raw, size in self._out:
                 try:
                     if hook is not None:
                         await hook(raw)
@@ -209,6 +282,8 @@ class RealAgent(AgentProcess):
                 except Exception as exc:  # the editor is gone: the updates are too
                     logger.debug("an update was not forwarded: %s", exc)
                 self._forwarded += 1
+                self._queued_bytes -= size
+                self.budget.give(size)
                 if self._progress is not None:
                     self._progress.set()
                     self._progress = None
@@ -303,8 +378,13 @@ class RealAgent(AgentProcess):
             await self.stop()
 
     async def editor_error(self, exc: OmaBridgeError) -> RequestError:
-        """What the editor is told: the agent's error redacted, or how it ended."""
+        """What the editor is told: the agent's error redacted, or how it ended
+        (the real reason where it is known: claude-agent-acp refusing root
+        answers only "Query closed before response received")."""
         if isinstance(exc, RemoteError):
+            explained = await self.explain(exc)
+            if not isinstance(explained, RemoteError):
+                return error_reply(explained)
             return RequestError(
                 exc.rpc_code,
                 redact(exc.rpc_message, self.secrets),

@@ -75,10 +75,9 @@ async def serve(
         cwd: Run every session's agent in this directory, whatever ``cwd``
             the editor gives (None: each session's own).
 
-    Raises:
-        Cancellation stops every turn and every session's agent first. An
-        editor that stops reading our stdout fails the connection: the agents
-        are stopped and this returns.
+    Cancellation stops every turn and every session's agent first. An editor
+    that stops reading our stdout fails the connection: the agents are stopped
+    and this returns.
     """
     protocol_out = os.dup(1)
     os.dup2(2, 1)

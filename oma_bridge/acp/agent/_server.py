@@ -521,13 +521,14 @@ class Server:
                     break
                 if isinstance(event, TextEvent):
                     replies.append(event.text)
-                update = session_update(event)
+                update = session_update(event, session.spent)
                 if update is not None:
                     await self._notify_update(
                         {"sessionId": session.id, "update": update}
                     )
         session.remember("agent", "".join(replies))
         assert result is not None
+        session.spend(result.token_usage.cost)
         return prompt_reply(result)
 
     async def _proxied_turn(self, session: Session, text: str) -> JSONValue:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
-from ...bridge import AgentConfig, BackendConfig
+from ...bridge import AgentConfig, BackendConfig, TokenUsage
 from ..rpc import invalid_params
 from ._mapping import display_name
 
@@ -85,6 +85,9 @@ class Session:
         self.cancelled_upto = 0
         #: The prompt request whose turn is running, and its connection.
         self.running: tuple[Connection, RequestId] | None = None
+        #: The cost of its finished turns, summed (None: none reported), so
+        #: the usage_update sent to the editor says the session's, as ACP's does.
+        self.spent: float | None = None
         #: The idle timer's scope (cancelled when a turn starts).
         self.timer: anyio.CancelScope | None = None
 
@@ -118,6 +121,11 @@ class Session:
         if self.title is not None:
             info["title"] = self.title
         return info
+
+    def spend(self, cost: float | None) -> None:
+        """A turn ended having cost ``cost`` (None: it reported none)."""
+        if cost is not None:
+            self.spent = (TokenUsage(cost=self.spent) + TokenUsage(cost=cost)).cost
 
     def remember(self, role: Literal["user", "agent"], text: str) -> None:
         """Add to the history, dropping the oldest past ``HISTORY_CHARS``."""

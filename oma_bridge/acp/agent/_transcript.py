@@ -146,7 +146,7 @@ class Wire:
         if scope.cancelled_caught:
             # The frame may be torn and the peer is not reading: fail.
             raise anyio.BrokenResourceError(
-                f"the peer took no frame for {WRITE_TIMEOUT} s"
+                f"it took no whole frame within {WRITE_TIMEOUT:g} s"
             )
 
     def _sent(self, message: Mapping[str, object]) -> None:

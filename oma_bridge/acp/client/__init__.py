@@ -16,7 +16,9 @@ from ._config import (
     PermissionRequest,
     UpdateHook,
 )
+from ._elicitation import ElicitationPolicy, ElicitationRequest
 from ._router import FILE_METHODS
+from ._session_admin import ListedSession
 from ._session_setup import configure_session
 
 __all__ = (
@@ -25,7 +27,10 @@ __all__ = (
     "AcpBackendConfig",
     "AgentProcess",
     "ClientDelegate",
+    "ElicitationPolicy",
+    "ElicitationRequest",
     "FrameObserver",
+    "ListedSession",
     "PermissionPolicy",
     "PermissionRequest",
     "SessionState",

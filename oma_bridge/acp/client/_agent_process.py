@@ -20,18 +20,25 @@ import anyio
 
 from ..._os.child import Child
 from ..._os.command import child_env, resolve_executable
-from ..._os.exit import StderrTail, exit_error, held_open
-from ..._os.fdstream import FdReceiveStream, FdSendStream
+from ..._os.exit import StderrTail, exit_error, held_open, install_failure
+from ..._os.fdstream import (
+    READ_AHEAD_LIMIT,
+    STALL_TIMEOUT,
+    FdReceiveStream,
+    FdSendStream,
+)
 from ..._os.reactor import Reactor, read_pipe
 from ..._os.redact import secret_values
 from ..._version import __version__
 from ...bridge import BackendStartError, OmaBridgeError, ProtocolError, RemoteError
 from ..rpc import Connection, NdjsonStream, RequestError, methods as m, preview
 from ._auth import Auth, request_logged_in, timed_out, with_root_hint
+from ._elicitation import CANCEL
 from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
 from ._router import FILE_METHODS, client_capabilities, client_router
+from ._session_admin import close_session, offers
 from ._session_setup import configure_session
 from ._terminals import Terminals
 
@@ -56,8 +63,7 @@ class SessionState:
     id: str = ""
     used: bool = False  # a run has prompted it
     system_prompt_sent: bool = False  # ACP has none: the first prompt carried it
-    last_used: int = 0  # cumulative usage_update.used at the end of the last turn
-    last_cost: float | None = None
+    last_cost: float | None = None  # the cumulative cost at the last turn's end
 
 
 class AgentProcess:
@@ -67,13 +73,27 @@ class AgentProcess:
     """
 
     def __init__(
-        self, config: AcpBackendConfig, *, file_methods: Collection[str] = FILE_METHODS
+        self,
+        config: AcpBackendConfig,
+        *,
+        file_methods: Collection[str] = FILE_METHODS,
+        boolean_options: bool | None = None,
     ) -> None:
         self.config = config
         # The fs/* methods served (when config.fs): a proxy serves only those
         # its editor offers, and advertises no more (see _router).
         self.file_methods = frozenset(file_methods)
+        # Whether boolean config options are advertised. By default, unless a
+        # delegate serves another client (serve --acp's editor), whose support
+        # is its own to state: a proxy passes on what its editor advertised.
+        self.boolean_options = (
+            config.delegate is None if boolean_options is None else boolean_options
+        )
         self.cwd = os.path.abspath(config.cwd or os.getcwd())
+        # The session's further roots, once the agent advertises them.
+        self.additional_dirs: tuple[str, ...] = ()
+        # The MCP servers given to each session (those the agent can reach).
+        self.mcp_servers: list[dict[str, JSONValue]] = []
         self.child: Child | None = None
         self.side = Reactor()
         self.tail = StderrTail(config.stderr_tail_bytes)
@@ -157,9 +177,14 @@ class AgentProcess:
             writer_gone=self._has_exited,
             grace=config.kill_grace,
             poll=float("inf") if child.pidfd >= 0 else 0.25,
-            ahead_limit=config.max_line_bytes,
+            ahead_limit=min(config.max_line_bytes, READ_AHEAD_LIMIT),
         )
-        self.writer = FdSendStream(child.stdin, read_ahead=self.reader)
+        # An agent that takes nothing we write for STALL_TIMEOUT has stopped
+        # reading: the connection fails, rather than waiting for ever with
+        # its output read ahead up to the limit.
+        self.writer = FdSendStream(
+            child.stdin, read_ahead=self.reader, stall=STALL_TIMEOUT
+        )
         stream = self.stream = NdjsonStream(
             self.reader, self.writer, max_line_bytes=config.max_line_bytes
         )
@@ -186,6 +211,8 @@ class AgentProcess:
         self.init = init
         caps = init.get("agentCapabilities")
         self.caps = caps if isinstance(caps, dict) else {}
+        self._take_additional_dirs()
+        self._take_mcp_servers()
         if not open_session:
             return
         if config.session_id is None:
@@ -196,7 +223,47 @@ class AgentProcess:
     def client_capabilities(self) -> dict[str, JSONValue]:
         """What ``initialize`` advertises: derived from the routing table, so
         advertised is what is routed (a proxy derives its own the same way)."""
-        return client_capabilities(self.router)
+        return client_capabilities(
+            self.router,
+            boolean_options=self.boolean_options,
+            terminal_login=self.config.terminal_login,
+        )
+
+    def _take_additional_dirs(self) -> None:
+        """``config.additional_directories``, if the agent takes them (ACP:
+        sent only when it advertises them), admitted by the sandbox too."""
+        wanted = tuple(os.path.abspath(d) for d in self.config.additional_directories)
+        if not wanted:
+            return
+        if not offers(self, "sessionCapabilities", "additionalDirectories"):
+            logger.warning(
+                "additional directories %s ignored: the agent does not advertise "
+                "sessionCapabilities.additionalDirectories",
+                list(wanted),
+            )
+            return
+        self.additional_dirs = wanted
+        self.sandbox.admit(wanted)
+
+    def _take_mcp_servers(self) -> None:
+        """``config.mcp_servers`` the agent can connect to: stdio always, an
+        HTTP or SSE server only when it advertises that transport (ACP: the
+        client MUST check); any other is skipped with a warning."""
+        kept = []
+        for server in self.config.mcp_servers:
+            transport = server.get("type")
+            if transport in ("http", "sse") and not _true(
+                self.caps.get("mcpCapabilities"), str(transport)
+            ):
+                logger.warning(
+                    "MCP server %r skipped: the agent does not advertise "
+                    "mcpCapabilities.%s",
+                    server.get("name"),
+                    transport,
+                )
+                continue
+            kept.append(dict(server))
+        self.mcp_servers = kept
 
     def _initialize_params(self) -> dict[str, JSONValue]:
         return {
@@ -206,10 +273,13 @@ class AgentProcess:
         }
 
     def _session_params(self) -> dict[str, JSONValue]:
-        return {
+        params: dict[str, JSONValue] = {
             "cwd": self.cwd,
-            "mcpServers": [dict(s) for s in self.config.mcp_servers],
+            "mcpServers": [dict(s) for s in self.mcp_servers],
         }
+        if self.additional_dirs:  # the whole list, on a load or resume too
+            params["additionalDirectories"] = list(self.additional_dirs)
+        return params
 
     async def _open_session(self) -> None:
         """``session/new``, then the wanted mode and config options."""
@@ -248,6 +318,8 @@ class AgentProcess:
                 "advertises neither loadSession nor session resume",
             )
         method, how = reopen
+        if self.session_id and self.session_id != session_id:
+            await self.close_session()  # done with: the load replaces it
         # A load replays the conversation as session/update notifications: they
         # are history, kept apart (on_session_update), never output of a run.
         # The earlier session carries the system prompt already.
@@ -262,7 +334,6 @@ class AgentProcess:
             raise
         finally:
             self.replay = None
-        self.session.last_used = replay.turn.used or 0
         self.session.last_cost = replay.turn.cost
         await self._configure(result)
         return replay.result(session_id, how)
@@ -328,12 +399,97 @@ class AgentProcess:
         elif run is not None:
             run.turn.feed(update)
 
+    def tool_not_run(self, params: dict[str, JSONValue], why: str) -> None:
+        """A permission request of the turn's allowed nothing: the turn
+        records its tool call (``params["toolCall"]``) as failed, ``why``."""
+        run = self._run() if self._run is not None else None
+        if run is None or params.get("sessionId") != self.session_id:
+            return
+        tool_call = params.get("toolCall")
+        if isinstance(tool_call, dict):
+            run.turn.tool_not_run(tool_call, why)
+
     async def pass_updates(self) -> None:
         """Await ``config.on_update`` for the updates read so far, in order."""
         hook = self.config.on_update
         assert hook is not None
         while self.raw_updates:
             await hook(self.raw_updates.popleft())
+
+    async def log_in_on_terminal(self, method: dict[str, JSONValue]) -> int:
+        """Run the terminal login ``method`` (ACP, authentication: the agent's
+        own command and args, then the method's args, its env over ours) with
+        stdin, stdout and stderr on this process's terminal, and wait for it;
+        on exit 0, start the agent again (no session is open then).
+
+        Returns:
+            The login's exit code (negative: a signal).
+
+        Raises:
+            BackendStartError: stdin is no terminal, or the login cannot start.
+        """
+        config = self.config
+        try:
+            tty = os.ttyname(0)
+        except OSError:
+            raise BackendStartError(
+                config.command, reason="a terminal login needs stdin on a terminal"
+            ) from None
+        extra = method.get("env")
+        env = {
+            **self.env,
+            **{
+                k: v
+                for k, v in (extra.items() if isinstance(extra, dict) else ())
+                if isinstance(v, str)
+            },
+        }
+        args = method.get("args")
+        argv = [
+            resolve_executable(config.command, env.get("PATH"), self.cwd),
+            *config.args,
+            *(
+                a
+                for a in (args if isinstance(args, list) else [])
+                if isinstance(a, str)
+            ),
+        ]
+        # Its own session, the terminal as its stdio; the whole tree stopped
+        # when this is cancelled.
+        login = Child(argv, env=env, cwd=None, pipe_stdin=False, terminal=tty)
+        try:
+            await login.wait_exit()
+        finally:
+            status = await login.terminate(config.kill_grace)
+        if status == 0:
+            await self._relaunch()
+        return status
+
+    async def _relaunch(self) -> None:
+        """Stop the agent's child and start it again: a new connection,
+        ``initialize`` again, no session open."""
+        child = self.child
+        with anyio.CancelScope(shield=True):
+            if child is not None:
+                for fd in (child.stderr, child.pidfd):
+                    if fd >= 0:
+                        self.side.remove(fd)
+                if child.stdin >= 0:
+                    anyio.notify_closing(child.stdin)
+                if self.writer is not None:
+                    await self.writer.aclose()
+                child.close_stdin()
+                await child.terminate(self.config.kill_grace)
+                if self.reader is not None:
+                    await self.reader.aclose()
+                for fd in (child.stdout, child.stderr):
+                    if fd >= 0:
+                        anyio.notify_closing(fd)
+                child.close()
+        self.session = SessionState()
+        self.init, self.exit_seen = {}, False
+        self.tail = StderrTail(self.config.stderr_tail_bytes)
+        await self.start(open_session=False)
 
     async def keep_drained(self) -> None:
         """Service the side channels until cancelled (a sibling of a callback)."""
@@ -348,6 +504,7 @@ class AgentProcess:
             OmaBridgeError: the agent refused, broke the protocol, or took longer
                 than ``startup_timeout`` (BackendTimeout).
         """
+        await self.close_session()  # the session it replaces is done with
         with anyio.move_on_after(self.config.startup_timeout) as scope:
             await self._open_session()
         if scope.cancelled_caught:
@@ -356,6 +513,15 @@ class AgentProcess:
                 f"Opening a new session of the ACP agent {self.config.command!r}",
                 self.config.startup_timeout,
             )
+
+    async def close_session(self) -> None:
+        """Be done with the open session: ``session/close`` when the agent
+        offers it (bounded by ``cancel_grace``, never raising); none is open
+        after."""
+        session_id = self.session_id
+        if session_id:
+            self.session = SessionState()
+            await close_session(self, session_id, self.config.cancel_grace)
 
     def attach(self, run: weakref.ref[AcpRun]) -> None:
         """Feed the turn of ``run`` with the session's updates from now on."""
@@ -373,7 +539,9 @@ class AgentProcess:
     async def cancel_turn(self, prompt_id: int | str) -> bool:
         """Cancel the turn in flight and read it to its end, within cancel_grace.
 
-        Requests the agent made that were cut short are answered first.
+        Requests the agent made that were cut short are answered first; then
+        ``session/cancel``, and ``$/cancel_request`` for each request of ours
+        still unanswered (the prompt).
 
         Returns:
             Whether the turn ended; if not, the caller stops this process.
@@ -388,9 +556,16 @@ class AgentProcess:
                 await conn.answer_abandoned(_abandoned_answer)
                 if not conn.has_response(prompt_id):
                     await conn.notify(m.SESSION_CANCEL, {"sessionId": self.session_id})
+                    # And each request of ours still open (ACP, cancellation:
+                    # $/cancel_request); the prompt is answered all the same.
+                    for request_id in conn.outstanding():
+                        await conn.cancel_request(request_id)
                 while not conn.has_response(prompt_id):
                     await conn.pump()
-                await conn.wait_response(prompt_id)
+                answer = await conn.wait_response(prompt_id)
+                run = self._run() if self._run is not None else None
+                if run is not None:
+                    run.turn.answer = answer  # the tokens it billed, if it says
                 if self.raw_updates:
                     await self.pass_updates()  # what it sent before ending the turn
                 return True
@@ -462,9 +637,11 @@ class AgentProcess:
             if self.reader is not None and self.reader.held_open:
                 left = held_open("stdout", self.config.kill_grace)
                 logger.warning("ACP agent %r: %s", self.config.command, left)
-            return exit_error(
-                self.config.command, child.reap(), self.stderr_text(), left_behind=left
-            )
+            code, tail = child.reap(), self.stderr_text()
+            argv = (self.config.command, *self.config.args)
+            if code != 0 and (reason := install_failure(argv, tail)) is not None:
+                return BackendStartError(self.config.command, reason=reason)
+            return exit_error(self.config.command, code, tail, left_behind=left)
         tail = self.stderr_text().strip()
         if not tail:
             return exc
@@ -473,7 +650,13 @@ class AgentProcess:
         return err
 
 
+def _true(caps: JSONValue, key: str) -> bool:
+    return isinstance(caps, dict) and caps.get(key) is True
+
+
 def _abandoned_answer(method: str) -> JSONValue | RequestError:
     if method == m.SESSION_REQUEST_PERMISSION:
         return CANCELLED_OUTCOME
+    if method == m.ELICITATION_CREATE:
+        return dict(CANCEL)
     return RequestError(m.REQUEST_CANCELLED, "Request cancelled")

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from ..._os.redact import redact_json
 from ...bridge import (
     AuthRequiredError,
-    BackendStartError,
     BackendTimeout,
     ProtocolError,
     RemoteError,
+    RootRefusedError,
 )
+from ...bridge.errors import method_variables
 from ..rpc import methods as m
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ __all__ = (
     "agent_name",
     "auth_required",
     "login",
+    "refuses_root",
     "request_logged_in",
-    "root_hint",
     "timed_out",
     "with_root_hint",
 )
@@ -47,16 +48,14 @@ _MAX_METHODS = 20
 #: How each known agent is logged in to by hand (by its command or package name).
 LOGIN_COMMANDS: Mapping[str, str] = {
     "claude-agent-acp": "claude, then /login",
+    "claude-code-acp": "claude, then /login",  # its name before the rename
     "codex-acp": "codex login",
     "gemini": "gemini, then choose a login",
 }
 
-_CLAUDE = "claude-agent-acp"
-_ROOT_HINT = (
-    "claude-agent-acp refuses to run as root unless IS_SANDBOX=1 is in its "
-    "environment (IS_SANDBOX is {found} here): pass --env IS_SANDBOX=1 "
-    "(env={{'IS_SANDBOX': '1'}} in Python)"
-)
+_CLAUDE = frozenset({"claude-agent-acp", "claude-code-acp"})  # and its old name
+#: What claude-agent-acp answers when the Claude Code it runs refused root.
+_CLOSED = "Query closed before response received"
 
 
 @dataclass(slots=True)
@@ -92,6 +91,7 @@ def auth_required(
     # The methods' names and descriptions are the agent's own text, shown in
     # the message: redacted, and only as many as a message can hold.
     offered = [redact_json(dict(a)) for a in agent.auth.methods[:_MAX_METHODS]]
+    named = [n for a in agent.auth.methods for n in method_variables(a)]
     return AuthRequiredError(
         exc.method,
         command=config.command,
@@ -102,6 +102,8 @@ def auth_required(
         login_command=LOGIN_COMMANDS.get(name) if name else None,
         tried=tried,
         problem=problem,
+        # Names only, never values: which variables the agent was not given.
+        unset_env=[n for n in dict.fromkeys(named) if not agent.env.get(n)],
     )
 
 
@@ -122,10 +124,17 @@ async def login(agent: AgentProcess, exc: RemoteError) -> None:
             tried=wanted,
             problem=f"Logged in with {wanted!r}, yet the agent still requires a login",
         ) from None
-    if wanted not in [a.get("id") for a in agent.auth.methods]:
+    offered = {a.get("id"): a for a in agent.auth.methods}
+    if wanted not in offered:
         raise auth_required(
             agent, exc, tried=wanted, problem=f"{wanted!r} is not one of them"
         ) from None
+    if offered[wanted].get("type") == "terminal":
+        # ACP: a terminal method is never passed to authenticate; the client
+        # runs the agent's own login in the user's terminal, then starts the
+        # agent again.
+        await _log_in_on_terminal(agent, exc, wanted, offered[wanted])
+        return
     assert agent.conn is not None
     agent.auth.pending = wanted
     try:
@@ -179,6 +188,52 @@ def timed_out(
     return _unfinished(agent, wanted, f"no answer within {timeout:g} s")
 
 
+async def _log_in_on_terminal(
+    agent: AgentProcess, exc: RemoteError, wanted: str, method: dict[str, JSONValue]
+) -> None:
+    """The terminal login ``method``, when ``terminal_login`` allows it."""
+    if not agent.config.terminal_login:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"{wanted!r} is a terminal login: run "
+            f"{_terminal_login(agent, method)} in a terminal yourself, then try "
+            "again (or allow it: terminal_login=True)",
+        ) from None
+    status = await agent.log_in_on_terminal(method)
+    if status != 0:
+        raise auth_required(
+            agent,
+            exc,
+            tried=wanted,
+            problem=f"The terminal login {wanted!r} ended with exit status {status}",
+        ) from None
+    agent.auth.done = True  # the agent was started again: a second refusal raises
+
+
+def _terminal_login(agent: AgentProcess, method: Mapping[str, JSONValue]) -> str:
+    """The command line a terminal method runs (the agent's own command and
+    args, then the method's args; its env set first), redacted."""
+    import shlex
+
+    from ..._os.redact import redact
+
+    args = method.get("args")
+    env = method.get("env")
+    words = [
+        *(
+            f"{k}={v}"
+            for k, v in (env.items() if isinstance(env, dict) else ())
+            if isinstance(v, str)
+        ),
+        agent.config.command,
+        *agent.config.args,
+        *(a for a in (args if isinstance(args, list) else []) if isinstance(a, str)),
+    ]
+    return redact(shlex.join(words))
+
+
 def _screen_text(broken: ProtocolError) -> str:
     """What a login screen written to the protocol stream says, as one line
     without the terminal's control sequences."""
@@ -200,27 +255,27 @@ def _unfinished(agent: AgentProcess, wanted: str, said: str) -> AuthRequiredErro
     )
 
 
-def root_hint(config: AcpBackendConfig, env: Mapping[str, str]) -> str | None:
-    """The hint for claude-agent-acp run as root without ``IS_SANDBOX=1``, if
-    it applies: the Claude Code it runs then exits ("cannot be used with
-    root/sudo privileges") and the session fails with "Query closed before
-    response received"."""
-    if agent_name(config) != _CLAUDE or env.get("IS_SANDBOX") == "1":
-        return None
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return None
-    found = env.get("IS_SANDBOX")
-    return _ROOT_HINT.format(found="unset" if found is None else repr(found))
+def refuses_root(config: AcpBackendConfig, env: Mapping[str, str]) -> bool:
+    """Whether ``config`` runs claude-agent-acp as root without ``IS_SANDBOX=1``:
+    the Claude Code it runs then exits ("cannot be used with root/sudo
+    privileges") and the session fails with "Query closed before response
+    received"."""
+    if agent_name(config) not in _CLAUDE or env.get("IS_SANDBOX") == "1":
+        return False
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def with_root_hint(
     agent: AgentProcess, exc: RemoteError
-) -> RemoteError | BackendStartError:
+) -> RemoteError | RootRefusedError:
     """A session refused by claude-agent-acp run as root: say why, terminally."""
-    hint = root_hint(agent.config, agent.env)
     said = f"{exc} {agent.stderr_text()}"
-    if hint is None or not (
-        "Query closed before response received" in said or "root/sudo" in said
+    if not refuses_root(agent.config, agent.env) or not (
+        _CLOSED in said or RootRefusedError.REFUSAL in said
     ):
         return exc
-    return BackendStartError(agent.config.command, reason=f"{exc}; {hint}")
+    return RootRefusedError(
+        agent.config.command,
+        sandbox=agent.env.get("IS_SANDBOX"),
+        said=_CLOSED if _CLOSED in said else RootRefusedError.REFUSAL,
+    )

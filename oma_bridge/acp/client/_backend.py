@@ -55,25 +55,29 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, TypeVar, final
 
 import anyio
 
 from ...bridge import BackendStartError, OmaBridgeError
 from ._agent_process import AgentProcess
 from ._auth import timed_out
+from ._session_admin import delete_session, list_sessions, logout
 from ._turn import AcpRun, TurnSlot
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from typing_extensions import Self
 
     from ...bridge import InputProfile, RunRequest, RunStream, SessionReplay
     from ._config import AcpBackendConfig
+    from ._session_admin import ListedSession
     from ._turn import RunRef
 
 __all__ = ("AcpBackend", "AgentKeeper")
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +237,69 @@ class AcpBackend:
             await agents.drop()  # cancelled mid-load: the session is unknown
             raise
 
+    async def list_sessions(self, cwd: str | None = None) -> list[ListedSession] | None:
+        """The sessions the agent itself keeps (``session/list``, every page),
+        those in ``cwd`` only if given; None when the agent does not list them.
+
+        Starts the agent (without a session) if it is not running; call it
+        between runs.
+
+        Raises:
+            RuntimeError: a run is in flight.
+            OmaBridgeError: the agent could not be started, refused, or took
+                longer than ``startup_timeout`` (BackendTimeout).
+        """
+        return await self._between_runs(
+            "Listing the sessions", lambda agent: list_sessions(agent, cwd)
+        )
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove ``session_id`` from the agent's list (``session/delete``);
+        False, with nothing sent, when the agent does not delete sessions.
+
+        Raises: as ``list_sessions``.
+        """
+        return await self._between_runs(
+            f"Deleting session {session_id!r}",
+            lambda agent: delete_session(agent, session_id),
+        )
+
+    async def logout(self) -> bool:
+        """End the agent's authenticated state (``logout``); False, with
+        nothing sent, when the agent does not offer it.
+
+        Raises: as ``list_sessions``.
+        """
+        return await self._between_runs("Logging out", logout)
+
+    async def _between_runs(
+        self, what: str, call: Callable[[AgentProcess], Awaitable[T]]
+    ) -> T:
+        """``call`` on the running agent (started without a session if need
+        be), within ``startup_timeout``; a broken agent is dropped."""
+        if self._slot.holder() is not None:
+            raise RuntimeError(f"{what.lower()} while a run is in flight")
+        agents = self._agents
+        agent = await agents.get(open_session=False)
+        limit = self.config.startup_timeout
+        try:
+            with anyio.fail_after(limit):
+                return await call(agent)
+        except TimeoutError:
+            await agents.drop()
+            raise timed_out(
+                agent, f"{what} of the ACP agent {self.config.command!r}", limit
+            ) from None
+        except OmaBridgeError as exc:
+            if agent.broken:
+                error = await agent.explain(exc)
+                await agents.drop()
+                raise error from exc
+            raise
+        except BaseException:
+            await agents.drop()  # cancelled mid-request: its state is unknown
+            raise
+
     def stream(self, request: RunRequest) -> RunStream:
         """One prompt turn; nothing starts until the first iteration."""
         return AcpRun(self.config, self._slot, self._agents, request)
@@ -240,6 +307,8 @@ class AcpBackend:
     async def aclose(self) -> None:
         """Stop the agent: close its stdin, terminate and reap its process group.
 
+        With no run in flight, the open session is closed first
+        (``session/close``, where the agent offers it, within ``cancel_grace``).
         The backend is closed for good: a run in flight in another task ends as
         aborted, runs queued behind it end with an aborted ``BackendStartError``,
         and so does every later run. Shielded and bounded: it waits at most
@@ -250,6 +319,8 @@ class AcpBackend:
             in_flight = self._slot.close()  # queued runs see it closed and leave
             if in_flight is not None:
                 await self._end_run_in_flight(in_flight)
+            elif self._agents.current is not None:
+                await self._agents.current.close_session()  # done with
             await self._slot.drained(self.config.cancel_grace)
             # If the run has not let go (its consumer is not iterating), stop()
             # wakes its waits with ClosedResourceError before closing anything.

@@ -20,6 +20,7 @@ from ._permissions import (
 if TYPE_CHECKING:
     from ...bridge import JSONValue
     from ._backend import AcpBackend
+    from ._elicitation import ElicitationPolicy
 
 __all__ = (
     "AcpBackendConfig",
@@ -71,7 +72,15 @@ class AcpBackendConfig:
             taking a ``PermissionRequest`` and returning True (allow, least
             privilege), False (reject), an option id, or None (ask ``delegate``;
             without one, reject).
-        permission_timeout: Seconds a callable may take; then it is a reject.
+        permission_timeout: Seconds a callable (``permission`` or
+            ``elicitation``) may take; then it is a reject (a decline).
+        elicitation: How ``elicitation/create`` is answered (advertised in
+            both modes, form and URL): ``"decline"`` (default: the agent is
+            told at once, so it goes on), or a callable (sync or async) taking
+            an ``ElicitationRequest`` and returning the form's content (a dict:
+            accept), True (accept: the user consented to open the URL), False
+            (decline), ``"cancel"``, or None (ask ``delegate``; without one,
+            decline). A form answer missing a required field is a decline.
         mcp_servers: MCP server descriptions passed through to the session as
             given (ACP wire shape, e.g. ``{"name", "command", "args", "env"}``).
         fs: Serve ``fs/read_text_file`` and ``fs/write_text_file`` inside the
@@ -96,6 +105,20 @@ class AcpBackendConfig:
             (``"in"``) the agent, for logging (``serve --transcript`` records
             the agent side this way); it must not block.
         extra_roots: More directories the file sandbox admits besides ``cwd``.
+        additional_directories: More workspace roots of the session besides
+            ``cwd`` (ACP ``additionalDirectories``, made absolute against the
+            current directory), sent with ``session/new``, ``session/load`` and
+            ``session/resume`` when the agent advertises
+            ``sessionCapabilities.additionalDirectories`` (and then admitted by
+            the file sandbox too); otherwise not sent, with a warning.
+        terminal_login: Run a terminal login (an auth method of type
+            ``terminal``, chosen with ``auth_method``) on this process's
+            terminal: the agent's command and args, the method's args, its
+            env, with stdin, stdout and stderr on that terminal; on exit 0 the
+            agent is started again and the request retried. Advertised to the
+            agent (``auth.terminal``) only when True, which needs stdin to be a
+            terminal; the CLI sets it when stdin and stderr are one. Like every
+            start-up step, the login is bounded by ``startup_timeout``.
         auth_method: The ``authMethods`` id to log in with when the agent
             answers -32000 (authentication required) at ``session/new``,
             ``session/load`` or ``session/prompt``: ``authenticate`` is called
@@ -113,9 +136,12 @@ class AcpBackendConfig:
             after the first, on the same agent process, so that no run sees
             another's turns (batch jobs). Cannot be combined with ``session_id``.
         mode: A session mode id to switch to, if the agent offers it.
-        config_options: Session config options to set, ``{config id: value id}``
+        config_options: Session config options to set, ``{config id: value}``
             (e.g. ``{"model": "model-2"}``); each is set only when the agent
             offers that option with that value, and skipped (logged) otherwise.
+            A select option takes a value id; a boolean option (advertised to
+            the agent as supported) takes True or False, or the text "true" or
+            "false" (``--config fast=true``).
         timeout: Seconds per turn, counted from when ``session/prompt`` is sent
             (start-up has ``startup_timeout``); then the turn is cancelled.
         cancel_grace: Seconds a cancelled turn may take to end before the agent
@@ -137,6 +163,7 @@ class AcpBackendConfig:
     cwd: str | None = None
     permission: PermissionPolicy = "read-only"
     permission_timeout: float = 300.0
+    elicitation: ElicitationPolicy = "decline"
     mcp_servers: tuple[Mapping[str, JSONValue], ...] = ()
     fs: bool = False
     terminal: bool = False
@@ -144,12 +171,14 @@ class AcpBackendConfig:
     on_update: UpdateHook | None = None
     on_frame: FrameObserver | None = None
     extra_roots: tuple[str, ...] = ()
+    additional_directories: tuple[str, ...] = ()
+    terminal_login: bool = False
     auth_method: str | None = None
     startup_timeout: float = 60.0
     session_id: str | None = None
     session_per_run: bool = False
     mode: str | None = None
-    config_options: Mapping[str, str] = field(default_factory=dict)
+    config_options: Mapping[str, str | bool] = field(default_factory=dict)
     timeout: float | None = None
     cancel_grace: float = 5.0
     kill_grace: float = 2.0
@@ -163,6 +192,14 @@ class AcpBackendConfig:
         check_command(self)
         object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
         object.__setattr__(self, "extra_roots", tuple(self.extra_roots))
+        object.__setattr__(
+            self, "additional_directories", tuple(self.additional_directories)
+        )
+        if not callable(self.elicitation) and self.elicitation != "decline":
+            raise ValueError(
+                "AcpBackendConfig.elicitation must be 'decline' or a callable, "
+                f"got {self.elicitation!r}"
+            )
         if not callable(self.permission) and self.permission not in _POLICIES:
             raise ValueError(
                 "AcpBackendConfig.permission must be 'auto-approve', 'reject', "

@@ -118,6 +118,10 @@ class FileSandbox:
         # were made after our write, from inside, so they may be read.
         self._written: set[tuple[int, int]] = set()
 
+    def admit(self, roots: Sequence[str]) -> None:
+        """Admit more roots (a session's additional directories)."""
+        self.roots += tuple(os.path.realpath(r) for r in roots)
+
     def resolve(self, path: str) -> str:
         """The real path of ``path`` if it stays inside a root.
 

@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CANCELLED_OUTCOME",
+    "Decision",
     "PermissionAnswer",
     "PermissionCallback",
     "PermissionPolicy",
     "PermissionRequest",
+    "allowed",
     "decide",
     "outcome",
     "permission_request",
@@ -94,13 +96,20 @@ def permission_request(params: Params) -> PermissionRequest:
     )
 
 
+class Decision(NamedTuple):
+    """What a policy answered, and in words why, should it be a refusal."""
+
+    answer: PermissionAnswer | None
+    why: str
+
+
 async def decide(
     policy: PermissionPolicy,
     request: PermissionRequest,
     *,
     time_limit: float,
     background: Callable[[], Coroutine[Any, Any, None]],
-) -> PermissionAnswer | None:
+) -> Decision:
     """What ``policy`` answers; a failing or late callback is a reject.
 
     Args:
@@ -111,14 +120,14 @@ async def decide(
             agent's side channels drained); it must run until cancelled.
 
     Returns:
-        True (allow), False (reject), an option id, or None (no opinion).
+        The answer: True (allow), False (reject), an option id, or None (no
+        opinion); and why, in case it refuses.
     """
-    if policy == "auto-approve":
-        return True
-    if policy == "reject":
-        return False
+    if policy in ("auto-approve", "reject"):
+        return Decision(policy == "auto-approve", f"refused by the {policy!r} policy")
     if policy == "read-only":
-        return request.kind in _READ_KINDS
+        why = f"refused by the 'read-only' policy (kind {request.kind!r})"
+        return Decision(request.kind in _READ_KINDS, why)
     assert callable(policy)
     try:
         with anyio.fail_after(time_limit):
@@ -133,17 +142,35 @@ async def decide(
         # The title is the agent's text: a command line may carry a secret.
         title = redact(str(request.title))
         logger.warning("permission callback timed out; rejecting %r", title)
-        return False
-    except Exception:
+        return Decision(False, f"the permission callback took over {time_limit:g} s")
+    except Exception as exc:
         title = redact(str(request.title))
         logger.exception("permission callback failed; rejecting %r", title)
-        return False
-    if answer is None:
-        return None  # the callback defers to the delegate
+        cause: BaseException = exc
+        while True:  # out of the task group's exception group
+            inner: tuple[BaseException, ...] = getattr(cause, "exceptions", ())
+            if len(inner) != 1:
+                break
+            cause = inner[0]
+        why = f"the permission callback raised {type(cause).__name__}"
+        return Decision(False, why)
+    if answer is None:  # the callback defers to the delegate
+        return Decision(None, "the permission callback gave no answer")
     if not isinstance(answer, (bool, str)):
         logger.warning("permission callback returned %r; rejecting", answer)
+        return Decision(False, "the permission callback answered neither yes nor no")
+    return Decision(answer, "refused by the permission callback")
+
+
+def allowed(reply: JSONValue, options: tuple[dict[str, JSONValue], ...]) -> bool:
+    """Whether ``reply`` (a ``RequestPermissionResponse``) selects an allow option."""
+    chosen = reply.get("outcome") if isinstance(reply, dict) else None
+    if not isinstance(chosen, dict) or chosen.get("outcome") != "selected":
         return False
-    return answer
+    option_id = chosen.get("optionId")
+    return any(
+        o.get("optionId") == option_id and o.get("kind") in _ALLOW for o in options
+    )
 
 
 def outcome(answer: PermissionAnswer, request: PermissionRequest) -> JSONValue:

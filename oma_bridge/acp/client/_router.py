@@ -1,24 +1,34 @@
 """The client role's routing table: what an agent may ask of us, and how.
 
 ``client_router`` builds one ``{method: handler}`` table from the config:
-``session/request_permission`` always, ``fs/*`` when ``fs`` is set,
-``terminal/*`` when ``terminal`` is set, and the ``session/update``
-notification. ``client_capabilities`` derives what ``initialize`` advertises
-from that same table, so what is advertised is what is routed. Here, and only
+``session/request_permission`` and ``elicitation/create`` always, ``fs/*``
+when ``fs`` is set, ``terminal/*`` when ``terminal`` is set, and the
+``session/update`` and ``elicitation/complete`` notifications.
+``client_capabilities`` derives what ``initialize`` advertises from that same
+table, so what is advertised is what is routed. Here, and only
 here, JSON-RPC params are decoded into typed arguments and the errors of the
 file sandbox and the terminals become JSON-RPC errors.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, final
 
 import anyio
 
+from ..._os.redact import redact
 from ...bridge import RemoteError
 from ..rpc import Params, RequestError, Router, invalid_params, methods as m
+from ._elicitation import CANCEL, answer_of, elicit, elicitation_request
 from ._files import FileAccessError, FileServiceError, MissingFile, SandboxError
-from ._permissions import CANCELLED_OUTCOME, decide, outcome, permission_request
+from ._permissions import (
+    CANCELLED_OUTCOME,
+    allowed,
+    decide,
+    outcome,
+    permission_request,
+)
 from ._terminals import TerminalError, TerminalStartError, UnknownTerminal
 
 if TYPE_CHECKING:
@@ -31,6 +41,8 @@ if TYPE_CHECKING:
     Handler = Callable[[Params], Awaitable[JSONValue]]
 
 __all__ = ("FILE_METHODS", "client_capabilities", "client_router")
+
+logger = logging.getLogger(__name__)
 
 #: The file methods a client serves when ``fs`` is set.
 FILE_METHODS = (m.FS_READ_TEXT_FILE, m.FS_WRITE_TEXT_FILE)
@@ -57,15 +69,27 @@ def client_router(side: AgentProcess) -> Router:
     return _ClientRoutes(side).router()
 
 
-def client_capabilities(router: Router) -> dict[str, JSONValue]:
-    """The ``clientCapabilities`` of ``initialize``, derived from ``router``."""
-    return {
+def client_capabilities(
+    router: Router, *, boolean_options: bool = True, terminal_login: bool = False
+) -> dict[str, JSONValue]:
+    """The ``clientCapabilities`` of ``initialize``, derived from ``router``
+    (and ``boolean_options``: boolean session config options are set and shown,
+    not routed)."""
+    caps: dict[str, JSONValue] = {
         "fs": {
             "readTextFile": router.serves(m.FS_READ_TEXT_FILE),
             "writeTextFile": router.serves(m.FS_WRITE_TEXT_FILE),
         },
         "terminal": all(router.serves(method) for method in _TERMINAL_METHODS),
     }
+    if boolean_options:
+        caps["session"] = {"configOptions": {"boolean": {}}}
+    if terminal_login:
+        caps["auth"] = {"terminal": True}
+    if router.serves(m.ELICITATION_CREATE):
+        # Both modes: each request is answered (by the policy, else declined).
+        caps["elicitation"] = {"form": {}, "url": {}}
+    return caps
 
 
 def _rpc_error(exc: FileServiceError | TerminalError) -> RequestError:
@@ -98,7 +122,12 @@ class _ClientRoutes:
             for method, handler in services.items()
         }
         requests[m.SESSION_REQUEST_PERMISSION] = self._permission
-        return Router(requests, {m.SESSION_UPDATE: self.side.on_session_update})
+        requests[m.ELICITATION_CREATE] = self._elicitation
+        notifications = {
+            m.SESSION_UPDATE: self.side.on_session_update,
+            m.ELICITATION_COMPLETE: _completed,
+        }
+        return Router(requests, notifications)
 
     def _served(self, method: str, handler: Handler) -> Handler:
         """``handler`` behind the delegate (if any), its errors mapped."""
@@ -140,14 +169,33 @@ class _ClientRoutes:
     # -- session/request_permission ---------------------------------------------------
 
     async def _permission(self, params: Params) -> JSONValue:
+        """The answer to ``session/request_permission``. One that allows
+        nothing (refused, cancelled, or the request failed) is told to the
+        turn, which records the tool call as failed if the agent reported
+        none of its own (gemini --acp describes a call only here)."""
         if self.side.cancelling:
             # ACP (prompt turn, cancellation): after session/cancel the client
             # MUST answer pending permission requests with `cancelled`; no
             # policy, callback or delegate may approve anything any more.
+            self.side.tool_not_run(params.raw, "cancelled: the turn was cancelled")
             return CANCELLED_OUTCOME
+        try:
+            reply, why = await self._answer(params)
+        except Exception as exc:
+            failed = redact(f"the permission request failed: {exc}")
+            self.side.tool_not_run(params.raw, failed)
+            raise
+        options = params.raw.get("options")
+        offered = options if isinstance(options, list) else []
+        if not allowed(reply, tuple(o for o in offered if isinstance(o, dict))):
+            self.side.tool_not_run(params.raw, why)
+        return reply
+
+    async def _answer(self, params: Params) -> tuple[JSONValue, str]:
+        """The answer, and why (should it allow nothing)."""
         request = permission_request(params)
         config = self.config
-        answer = await decide(
+        answer, why = await decide(
             config.permission,
             request,
             time_limit=config.permission_timeout,
@@ -156,8 +204,27 @@ class _ClientRoutes:
         if answer is None and config.delegate is not None:
             result = await self._delegated(m.SESSION_REQUEST_PERMISSION, params.raw)
             if result is not None:
+                return result, "not allowed by the delegate"
+        return outcome(False if answer is None else answer, request), why
+
+    # -- elicitation/create -----------------------------------------------------------
+
+    async def _elicitation(self, params: Params) -> JSONValue:
+        request = elicitation_request(params)
+        if self.side.cancelling:
+            return dict(CANCEL)  # the turn is being cancelled: nobody is asked
+        config = self.config
+        answer = await elicit(
+            config.elicitation,
+            request,
+            time_limit=config.permission_timeout,
+            background=self.side.keep_drained,
+        )
+        if answer is None and config.delegate is not None:
+            result = await self._delegated(m.ELICITATION_CREATE, params.raw)
+            if result is not None:
                 return result
-        return outcome(False if answer is None else answer, request)
+        return answer_of(answer, request)
 
     # -- fs/* ------------------------------------------------------------------------
 
@@ -213,6 +280,12 @@ class _ClientRoutes:
     async def _release(self, params: Params) -> JSONValue:
         self._terminals().release(params.text("terminalId"))
         return {}
+
+
+def _completed(params: Params) -> None:
+    """``elicitation/complete``: a URL interaction ended. Nothing waits for
+    it here (ACP: unknown or finished ids are ignored)."""
+    logger.debug("elicitation %r completed", params.raw.get("elicitationId"))
 
 
 def _env_vars(entries: list[JSONValue]) -> dict[str, str]:

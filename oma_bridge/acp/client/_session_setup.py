@@ -58,8 +58,9 @@ async def _set_options(
         if isinstance(option, dict)
     }
     for config_id, value in config.config_options.items():
-        if await _set_config_option(conn, session_id, config_id, value, options):
-            options[config_id]["currentValue"] = value
+        now = await _set_config_option(conn, session_id, config_id, value, options)
+        if now is not None:
+            options[config_id]["currentValue"] = now
 
 
 async def _set_mode(
@@ -89,31 +90,73 @@ async def _set_config_option(
     conn: Connection,
     session_id: str,
     config_id: str,
-    value: str,
+    value: str | bool,
     options: dict[JSONValue, dict[str, JSONValue]],
-) -> bool:
+) -> JSONValue:
     """Set one wanted option if the agent offers it, with a value it offers;
-    whether it now has that value."""
+    the value it now has, or None when it was skipped."""
     option = options.get(config_id)
-    if option is None or option.get("type") != "select":
+    kind = option.get("type") if option is not None else None
+    if option is None or kind not in ("select", "boolean"):
         logger.warning(
             "config option %r ignored: the agent offers %s",
             config_id,
             sorted(str(k) for k in options),
         )
-        return False
+        return None
+    if kind == "boolean":
+        return await _set_boolean(conn, session_id, config_id, value, option)
+    if not isinstance(value, str):
+        logger.warning(
+            "config option %r=%r ignored: it is a select option; give a value id",
+            config_id,
+            value,
+        )
+        return None
     values = _select_values(option.get("options"))
     if value not in values:
         logger.warning(
             "config option %r=%r ignored: the agent offers %s", config_id, value, values
         )
-        return False
+        return None
     if option.get("currentValue") != value:
         await conn.request(
             m.SESSION_SET_CONFIG_OPTION,
             {"sessionId": session_id, "configId": config_id, "value": value},
         )
-    return True
+    return value
+
+
+_BOOLEAN_WORDS = {"true": True, "false": False}
+
+
+async def _set_boolean(
+    conn: Connection,
+    session_id: str,
+    config_id: str,
+    value: str | bool,
+    option: dict[str, JSONValue],
+) -> JSONValue:
+    """Set a boolean option (ACP: ``type: "boolean"`` and a boolean value)."""
+    wanted = value if isinstance(value, bool) else _BOOLEAN_WORDS.get(value.lower())
+    if wanted is None:
+        logger.warning(
+            "config option %r=%r ignored: it is a boolean option; give true or false",
+            config_id,
+            value,
+        )
+        return None
+    if option.get("currentValue") is not wanted:
+        await conn.request(
+            m.SESSION_SET_CONFIG_OPTION,
+            {
+                "sessionId": session_id,
+                "configId": config_id,
+                "type": "boolean",
+                "value": wanted,
+            },
+        )
+    return wanted
 
 
 def _select_values(options: JSONValue) -> list[str]:

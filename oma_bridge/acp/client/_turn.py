@@ -175,11 +175,16 @@ class AcpRun:
         self._ref: RunRef | None = None
         self._closing = False  # the pipes were closed under it
         self._system_sent_before = False  # session.system_prompt_sent before _prompt
+        # The terminal event, when events the answer made come before it.
+        self._held: StreamEvent | None = None
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> StreamEvent:
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
         if self._finished:
             raise StopAsyncIteration
         try:
@@ -303,8 +308,8 @@ class AcpRun:
         if self._request.system_prompt and not session.system_prompt_sent:
             # ACP has no system prompt; the session's first prompt carries it.
             text = f"{self._request.system_prompt}\n\n{text}"
-        # Usage is cumulative per session: the turn reports its increase.
-        self.turn.base_used, self.turn.base_cost = session.last_used, session.last_cost
+        # Cost is cumulative per session: the turn reports its increase.
+        self.turn.base_cost = session.last_cost
         agent.attach(self._ref)
         self._prompt_id = await agent.conn.send_request(
             m.SESSION_PROMPT,
@@ -343,23 +348,30 @@ class AcpRun:
             session = self._session
             assert session is not None
             session.system_prompt_sent = self._system_sent_before  # it was refused
+            if not agent.session_id:  # a terminal login started the agent again
+                try:
+                    await agent.new_session()
+                except OmaBridgeError as error:
+                    return self._terminal(error)
             await self._prompt(agent)
             return await self._next_event()
-        usage = self.turn.usage(reply)
+        usage = self.turn.final_usage(reply)  # may queue a last usage event
         self._commit_usage()
         end = turn_end(reply)
-        return self._terminal(
+        terminal = self._terminal(
             end.error,
             usage=usage,
             budget_exceeded=end.budget_exceeded,
             aborted=end.aborted,
         )
+        if not self.turn.events:
+            return terminal
+        self._held = terminal  # after the events the answer queued
+        return self.turn.events.popleft()
 
     def _commit_usage(self) -> None:
         session = self._session
         assert session is not None
-        if self.turn.used is not None:
-            session.last_used = self.turn.used
         if self.turn.cost is not None:
             session.last_cost = self.turn.cost
 
@@ -411,8 +423,9 @@ class AcpRun:
         aborted: bool = False,
     ) -> StreamEvent:
         self._release()
-        if usage is None:
-            usage = self.turn.usage() if self._agent is not None else TokenUsage()
+        if usage is None:  # a cancelled turn's answer may say what it billed
+            turn = self.turn
+            usage = turn.usage(turn.answer) if self._agent is not None else TokenUsage()
         output = self.turn.output
         result = AgentRunResult(
             success=error is None and not aborted,

@@ -12,10 +12,15 @@ from typing import TYPE_CHECKING, NamedTuple, final
 
 from ...bridge import (
     AgentRefusal,
+    AvailableCommandsEvent,
+    ConfigOptionsEvent,
+    CurrentModeEvent,
     OmaBridgeError,
     ProtocolError,
+    SessionInfoEvent,
     TokenUsage,
     UsageEvent,
+    UserMessageEvent,
 )
 from ...bridge.accumulator import RunAccumulator, as_cost, as_count
 from ..rpc import preview
@@ -36,9 +41,8 @@ class TurnUpdates:
     """Accumulates one turn's updates; events wait in ``events`` until taken.
 
     Args:
-        base_used: The session's cumulative ``usage_update.used`` before this
-            turn, so the turn reports only its increase.
-        base_cost: The session's cumulative cost before this turn, if known.
+        base_cost: The session's cumulative cost before this turn, if known,
+            so the turn reports only its own.
         max_output_bytes: Message text kept (UTF-8 bytes); the rest is dropped,
             no event is made of it and ``truncated`` is set, as the process
             backend does with stdout.
@@ -47,18 +51,25 @@ class TurnUpdates:
     def __init__(
         self,
         *,
-        base_used: int = 0,
         base_cost: float | None = None,
         max_output_bytes: int | None = None,
     ) -> None:
-        self.base_used = base_used
         self.base_cost = base_cost
         self._run = RunAccumulator(max_output_bytes=max_output_bytes)
         self.events: deque[StreamEvent] = self._run.events
         self.tools: dict[str, ToolCallRecord] = self._run.tools
-        #: The latest cumulative reading of the session (None: none this turn).
+        #: The latest ``usage_update`` of this turn: the context window's
+        #: occupancy and size, and the session's cumulative cost (None: none).
         self.used: int | None = None
+        self.size: int | None = None
         self.cost: float | None = None
+        #: Billed tokens summed from message chunks' ``_meta.usage`` (Qwen Code
+        #: reports each model request so), None while there were none.
+        self._chunk_tokens: tuple[int, int] | None = None
+        #: What the last usage event said (None: none made yet).
+        self._streamed: TokenUsage | None = None
+        #: The answer to a turn cancelled and read to its end (its usage).
+        self.answer: JSONValue = None
 
     @property
     def max_output_bytes(self) -> int | None:
@@ -93,30 +104,63 @@ class TurnUpdates:
     def usage(self, reply: JSONValue = None) -> TokenUsage:
         """The turn's usage, from its updates and the ``session/prompt`` reply.
 
-        ``usage_update.used`` is cumulative context occupancy: a turn reports its
-        increase, so turns of one session sum to the latest reading. Without
-        one, the reply's ``usage.inputTokens`` counts.
+        Billed tokens come from the reply's ``usage``; else from its
+        ``_meta.quota.token_count`` (Gemini CLI); else from the ``_meta.usage``
+        of the turn's message chunks, summed (Qwen Code); else 0. The latest
+        ``usage_update`` gives the context window's occupancy and size, as
+        such, and the turn's cost: the change of the cumulative ``cost``.
+        A count out of range (1e999999, NaN, -5, true, 4,000 digits) is 0.
         """
-        input_tokens = output_tokens = 0
-        if self.used is not None:
-            input_tokens = max(0, self.used - self.base_used)
-        usage = reply.get("usage") if isinstance(reply, dict) else None
-        if isinstance(usage, dict):
-            # A count out of range (1e999999, NaN, -5, true, 4,000 digits) is 0.
-            output_tokens = as_count(usage.get("outputTokens"))
-            if self.used is None:
-                input_tokens = as_count(usage.get("inputTokens"))
+        tokens = _reply_tokens(reply) or self._chunk_tokens or (0, 0)
         cost = None
         if self.cost is not None:
             cost = max(0.0, self.cost - (self.base_cost or 0.0))
-        elif not (input_tokens or output_tokens):
-            return _NO_USAGE  # what most turns report: no new object each time
-        return TokenUsage(input_tokens, output_tokens, cost)
+        if tokens == (0, 0) and cost is None and self.used is None:
+            if self.size is None:
+                return _NO_USAGE  # what most turns report: no new object each time
+        return TokenUsage(*tokens, cost, self.used, self.size)
+
+    def final_usage(self, reply: JSONValue) -> TokenUsage:
+        """The turn's usage at its end (``usage(reply)``); when the stream's
+        last usage event said otherwise, one more is queued saying this, so
+        what was streamed and the result agree."""
+        usage = self.usage(reply)
+        if self._streamed is not None and usage != self._streamed:
+            self._emit_usage(usage)
+        elif self._streamed is None and usage != _NO_USAGE:
+            self._emit_usage(usage)
+        return usage
+
+    def _emit_usage(self, usage: TokenUsage) -> None:
+        self._streamed = usage
+        self._run.emit(UsageEvent(usage))
+
+    def tool_not_run(self, tool_call: dict[str, JSONValue], why: str) -> None:
+        """A permission request for ``tool_call`` (its ``ToolCallUpdate``)
+        allowed nothing: a failed record saying ``why``, unless the agent
+        reported the call itself."""
+        self._run.fail_tool(
+            str(tool_call.get("toolCallId", "")),
+            str(tool_call.get("title") or ""),
+            kind=_opt_str(tool_call.get("kind")),
+            raw_input=tool_call.get("rawInput"),
+            reason=why,
+        )
 
     # -- one handler per kind ------------------------------------------------------
 
     def _on_message(self, update: dict[str, JSONValue]) -> None:
         self._run.add_text(content_text(update.get("content")))
+        meta = update.get("_meta")
+        usage = meta.get("usage") if isinstance(meta, dict) else None
+        if isinstance(usage, dict):  # one model request's, as Qwen Code reports
+            step = TokenUsage(
+                as_count(usage.get("inputTokens")), as_count(usage.get("outputTokens"))
+            )
+            if self._chunk_tokens is not None:
+                step = TokenUsage(*self._chunk_tokens) + step  # saturating
+            self._chunk_tokens = step.input_tokens, step.output_tokens
+            self._emit_usage(self.usage())
 
     def _on_thought(self, update: dict[str, JSONValue]) -> None:
         self._run.add_thought(content_text(update.get("content")))
@@ -129,13 +173,15 @@ class TurnUpdates:
     def _on_usage(self, update: dict[str, JSONValue]) -> None:
         # A reading out of range is ignored: an infinite, NaN or 4,000-digit
         # number would otherwise reach the result (or raise OverflowError).
-        used, cost = update.get("used"), update.get("cost")
+        used, size, cost = update.get("used"), update.get("size"), update.get("cost")
         if used == 0 or as_count(used):
             self.used = as_count(used)
+        if size == 0 or as_count(size):
+            self.size = as_count(size)
         amount = as_cost(cost.get("amount")) if isinstance(cost, dict) else None
         if amount is not None:
             self.cost = amount
-        self._run.emit(UsageEvent(self.usage()))
+        self._emit_usage(self.usage())
 
     def _on_tool_call(self, update: dict[str, JSONValue]) -> None:
         self._run.start_tool(
@@ -158,6 +204,40 @@ class TurnUpdates:
             content=update.get("content"),
         )
 
+    # -- the session's own state, as it changes -----------------------------------
+
+    def _on_user_message(self, update: dict[str, JSONValue]) -> None:
+        text = content_text(update.get("content"))
+        if text:
+            self._run.emit(UserMessageEvent(text))
+
+    def _on_commands(self, update: dict[str, JSONValue]) -> None:
+        self._run.emit(
+            AvailableCommandsEvent(_objects(update.get("availableCommands")))
+        )
+
+    def _on_mode(self, update: dict[str, JSONValue]) -> None:
+        mode = update.get("currentModeId")
+        if isinstance(mode, str):
+            self._run.emit(CurrentModeEvent(mode))
+
+    def _on_config_options(self, update: dict[str, JSONValue]) -> None:
+        self._run.emit(ConfigOptionsEvent(_objects(update.get("configOptions"))))
+
+    def _on_session_info(self, update: dict[str, JSONValue]) -> None:
+        meta = update.get("_meta")
+        self._run.emit(
+            SessionInfoEvent(
+                title=_opt_str(update.get("title")),
+                updated_at=_opt_str(update.get("updatedAt")),
+                meta=meta if isinstance(meta, dict) else None,
+            )
+        )
+
+
+def _objects(value: JSONValue) -> list[dict[str, JSONValue]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
 
 _HANDLERS: dict[str, Callable[[TurnUpdates, dict[str, JSONValue]], None]] = {
     "agent_message_chunk": TurnUpdates._on_message,
@@ -166,7 +246,28 @@ _HANDLERS: dict[str, Callable[[TurnUpdates, dict[str, JSONValue]], None]] = {
     "tool_call_update": TurnUpdates._on_tool_call_update,
     "plan": TurnUpdates._on_plan,
     "usage_update": TurnUpdates._on_usage,
+    "user_message_chunk": TurnUpdates._on_user_message,
+    "available_commands_update": TurnUpdates._on_commands,
+    "current_mode_update": TurnUpdates._on_mode,
+    "config_option_update": TurnUpdates._on_config_options,
+    "session_info_update": TurnUpdates._on_session_info,
 }
+
+
+def _reply_tokens(reply: JSONValue) -> tuple[int, int] | None:
+    """The billed tokens a ``session/prompt`` reply states: its ``usage``, else
+    Gemini CLI's ``_meta.quota.token_count``; None when it states none."""
+    if not isinstance(reply, dict):
+        return None
+    usage = reply.get("usage")
+    if isinstance(usage, dict):
+        return as_count(usage.get("inputTokens")), as_count(usage.get("outputTokens"))
+    meta = reply.get("_meta")
+    quota = meta.get("quota") if isinstance(meta, dict) else None
+    count = quota.get("token_count") if isinstance(quota, dict) else None
+    if isinstance(count, dict):
+        return as_count(count.get("input_tokens")), as_count(count.get("output_tokens"))
+    return None
 
 
 def _opt_str(value: JSONValue) -> str | None:

@@ -147,6 +147,10 @@ class Connection:
     def has_response(self, request_id: RequestId) -> bool:
         return self._pending.is_answered(request_id)
 
+    def outstanding(self) -> list[RequestId]:
+        """Our requests the peer has not answered yet, oldest first."""
+        return self._pending.waiting()
+
     async def wait_response(self, request_id: RequestId) -> JSONValue:
         """Pump (or wait for the task that pumps) until the response is in.
 
@@ -202,7 +206,9 @@ class Connection:
 
     async def _send(self, message: Mapping[str, object]) -> None:
         if self.error is not None:
-            raise self.error
+            # Raised afresh: each raise of one instance would chain its
+            # traceback on, keeping every failed sender's frame (and message).
+            raise self.error.with_traceback(None)
         self._log.frame("->", message)
         await self._outbox.send(message)
 
@@ -235,7 +241,7 @@ class Connection:
             ProtocolError: the stream ended or broke; ``self.error`` holds it.
         """
         if self.error is not None:
-            raise self.error
+            raise self.error.with_traceback(None)
         try:
             message = await self._receive()
         except anyio.EndOfStream:
@@ -365,8 +371,13 @@ class Connection:
 
     # -- serving ----------------------------------------------------------------
 
-    async def serve(self) -> None:
+    async def serve(self, *, pace: Callable[[], Awaitable[None]] | None = None) -> None:
         """Read and handle messages until the peer closes the stream.
+
+        ``pace``, when given, is awaited before each read: a consumer of what
+        the handler queues (``serve --acp`` forwarding updates to a slow
+        editor) holds the peer back while it is behind, so nothing read waits
+        in memory without bound.
 
         Incoming requests are answered concurrently; ``$/cancel_request``
         cancels one (answered with ``-32800``). Handlers may call ``request()``:
@@ -385,7 +396,7 @@ class Connection:
             async with anyio.create_task_group() as tg:
                 self._serving = tg.cancel_scope
                 try:
-                    await self._serve_messages(tg)
+                    await self._serve_messages(tg, pace)
                 except OmaBridgeError as exc:
                     if exc is not self.error:
                         raise
@@ -400,8 +411,12 @@ class Connection:
         if self.error is not None and self.error is not self._eof_error:
             raise self.error
 
-    async def _serve_messages(self, tg: TaskGroup) -> None:
+    async def _serve_messages(
+        self, tg: TaskGroup, pace: Callable[[], Awaitable[None]] | None
+    ) -> None:
         while True:
+            if pace is not None:
+                await pace()
             try:
                 message = await self._receive()
             except anyio.EndOfStream:
@@ -469,6 +484,10 @@ class Connection:
             self._outbox.close(error)
             self._pending.fail(error)
             self._wake()  # the tasks asleep in wait_response() must see it
+            if self._serving is not None:
+                # A write from outside serve()'s handlers found the peer gone
+                # (serve --acp forwarding an update): serving ends too.
+                self._serving.cancel()
         return self.error
 
 
@@ -564,7 +583,7 @@ class Outbox:
                 self._drained = anyio.Event()
             await self._drained.wait()
         if self._error is not None:
-            raise self._error
+            raise self._error.with_traceback(None)  # see Connection._send
         self._writing = True
         try:
             if self._send_many is not None:
@@ -573,8 +592,9 @@ class Outbox:
                 for message in messages:
                     await self._stream.send(message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            why = f": {exc}" if str(exc) else ""
             raise self._fail(
-                ProtocolError("The peer stopped reading its input.")
+                ProtocolError(f"The peer stopped reading its input{why}.")
             ) from exc
         finally:
             self._writing = False

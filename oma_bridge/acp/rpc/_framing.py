@@ -51,12 +51,15 @@ def encode(message: Mapping[str, object]) -> bytes:
     A peer's ``1e999999`` or ``NaN`` decodes to a float that JSON has no
     literal for; ``json.dumps`` would write ``Infinity``, which strict parsers
     (an editor's) refuse, so a frame forwarded with one carries ``null`` there.
+    A peer's ``"\\ud800"`` decodes to a lone surrogate, which UTF-8 cannot
+    encode; only a JSON string can hold one, so it goes out as that escape
+    again (``backslashreplace`` writes exactly it).
     """
     try:
         text = _encode(message)
     except ValueError:
         text = _encode(_finite(message))
-    return text.encode() + b"\n"
+    return text.encode("utf-8", "backslashreplace") + b"\n"
 
 
 def _finite(value: object) -> object:
@@ -107,6 +110,8 @@ class NdjsonStream:
         self._scanned = 0  # _buf[_pos:_scanned] holds no \n: scan each byte once
         self._discarding = False  # inside the rest of an oversize line
         self._eof = False
+        #: The size in bytes of the frame ``receive`` returned last.
+        self.last_size = 0
 
     @property
     def at_eof(self) -> bool:
@@ -132,6 +137,7 @@ class NdjsonStream:
                 continue
             # JSON allows whitespace around a value, a CRLF's \r included: only
             # a line that is not one bare JSON text is looked at again.
+            self.last_size = len(line)
             try:
                 text = line.decode()
                 value, end = _raw_decode(text)

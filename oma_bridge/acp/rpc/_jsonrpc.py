@@ -174,6 +174,10 @@ class PendingRequests:
         """Stop waiting for an answer; a late one is dropped."""
         self._slots.pop(request_id, None)
 
+    def waiting(self) -> list[RequestId]:
+        """The requests still waiting for an answer, oldest first."""
+        return [rid for rid, slot in self._slots.items() if not slot.done]
+
     def is_answered(self, request_id: RequestId) -> bool:
         """Whether the answer is in (or the request is not waited for)."""
         slot = self._slots.get(request_id)

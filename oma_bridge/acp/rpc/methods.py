@@ -13,6 +13,7 @@ PROTOCOL_VERSION: Final = 1
 # Client -> agent.
 INITIALIZE: Final = "initialize"
 AUTHENTICATE: Final = "authenticate"
+LOGOUT: Final = "logout"
 SESSION_NEW: Final = "session/new"
 SESSION_LOAD: Final = "session/load"
 SESSION_RESUME: Final = "session/resume"
@@ -23,7 +24,6 @@ SESSION_CANCEL: Final = "session/cancel"  # notification
 SESSION_CLOSE: Final = "session/close"
 SESSION_LIST: Final = "session/list"
 SESSION_DELETE: Final = "session/delete"
-LOGOUT: Final = "logout"
 
 # Agent -> client.
 SESSION_UPDATE: Final = "session/update"  # notification

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._base import StreamParser
 from ._claude import ClaudeParser
 from ._codex import CodexParser
+from ._copilot import CopilotParser
 from ._cursor import CursorParser
 from ._gemini import GeminiParser
 from ._goose import GooseParser
@@ -28,6 +29,7 @@ PARSERS: dict[str, type[StreamParser]] = {
     "gemini-stream-json": GeminiParser,
     "opencode-json": OpenCodeParser,
     "goose-stream-json": GooseParser,
+    "copilot-json": CopilotParser,
 }
 
 

@@ -12,6 +12,7 @@ run's ``RunAccumulator`` (text, thoughts, plans, tool calls, usage), and to
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, ClassVar
 
 from ...bridge.accumulator import RunAccumulator
@@ -47,6 +48,51 @@ def as_list(value: JSONValue) -> list[JSONValue]:
 
 def as_str(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
+
+
+#: A lone surrogate's ways into a line: JSON's escape of one ("\\ud800"), and
+#: its UTF-8 form, which ``json.loads`` of bytes lets through. Looked for only in
+#: a line holding a backslash or an 0xED byte (``in`` is a memchr): each search
+#: costs ~15% of decoding the line, one pattern of both alternatives more than
+#: the decoding itself.
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_UTF8_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _finite(text: str) -> float | None:
+    """A JSON number with a fraction or an exponent, as a float; None for one
+    that no float holds (``1e999`` is infinity) and, as ``parse_constant``, for
+    ``NaN`` and ``Infinity``: what a parser keeps is written out again (events,
+    ``--format json``), and strict JSON has no literal for them (``serve``'s
+    frames carry them as null too)."""
+    value = float(text)
+    return value if value - value == 0 else None
+
+
+def _no_lone_surrogates(obj: JSONObject) -> None:
+    """Replace each lone surrogate in ``obj`` (keys too) with U+FFFD, as
+    undecodable bytes are: no text of ours can be written as UTF-8 with one
+    (stdout, a results file, an editor's frame). Iterative: JSON nests deep."""
+    fix = _LONE_SURROGATE.sub
+    stack: list[JSONObject | list[JSONValue]] = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, str):
+                    node[index] = fix("\ufffd", value)
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+            continue
+        items = list(node.items())
+        node.clear()
+        for key, value in items:
+            if isinstance(value, str):
+                value = fix("\ufffd", value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+            node[fix("\ufffd", key)] = value
 
 
 #: Tool names (lower case, without an MCP-style ``server__`` prefix) whose ACP
@@ -151,15 +197,22 @@ class StreamParser:
         if not line.strip():
             return
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_float=_finite, parse_constant=_finite)
         except (ValueError, RecursionError):  # bad JSON, bad UTF-8, too deep
             obj = None
         if not isinstance(obj, dict):
             self._malformed(line)
             return
+        if (b"\\" in line and _ESCAPED_SURROGATE.search(line)) or (
+            b"\xed" in line and _UTF8_SURROGATE.search(line)
+        ):
+            _no_lone_surrogates(obj)
         self.lines += 1
         kind = obj.get("type")
-        method = self.handlers.get(kind) if isinstance(kind, str) else None
+        if not isinstance(kind, str):  # absent, or a list: no kind, never a key
+            self._unknown(kind)
+            return
+        method = self.handlers.get(kind)
         if method is not None:
             getattr(self, method)(obj)
         elif kind not in self.ignored:

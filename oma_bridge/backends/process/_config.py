@@ -28,6 +28,7 @@ OutputFormat = Literal[
     "amp-stream-json",
     "opencode-json",
     "goose-stream-json",
+    "copilot-json",
 ]
 #: What ``ProcessBackendConfig.output_format`` accepts: ``"text"`` (stdout is
 #: the reply) or the JSON event stream of a known CLI, parsed into events.

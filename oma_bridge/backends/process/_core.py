@@ -20,7 +20,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, final
 
 from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
-from ..._os.redact import secret_values
+from ..._os.redact import redact, secret_values
 from ...bridge import (
     BackendTimeout,
     DoneEvent,
@@ -128,6 +128,7 @@ class RunCore:
             self._parser = make_parser(config.output_format, events=events)
         #: What outlived the leader (``pipes_held_open``), or "".
         self.left_behind = ""
+        self._escaped = ""  # descendants outside the group, killed at the stop
 
     @property
     def command(self) -> str:
@@ -273,6 +274,11 @@ class RunCore:
         self.left_behind = held_open(" and ".join(held), self._config.kill_grace)
         return self.left_behind
 
+    def escaped(self, text: str) -> None:
+        """What the stop found outside the group and killed (``Child.escaped_text``)."""
+        if text:
+            self._escaped = redact(text, self._secrets())
+
     def _pipes_due(self) -> float:
         assert self._exited_at is not None
         return self._exited_at + self._config.kill_grace
@@ -296,7 +302,11 @@ class RunCore:
             return self._failure
         if self._timed_out:
             assert self.timeout is not None  # a deadline passed
-            return BackendTimeout(repr(self._config.command), timeout=self.timeout)
+            return BackendTimeout(
+                repr(self._config.command),
+                timeout=self.timeout,
+                left_behind=self._escaped,
+            )
         if code is None:
             code = EXIT_UNKNOWN
         elif code == EXIT_UNKNOWN and not self._aborted:
@@ -310,7 +320,7 @@ class RunCore:
             self._config.command,
             code,
             self._tail.text(self._secrets()),
-            left_behind=self.left_behind,
+            left_behind=" ".join(filter(None, (self.left_behind, self._escaped))),
         )
 
     def _secrets(self) -> tuple[str, ...]:

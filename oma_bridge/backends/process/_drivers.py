@@ -180,6 +180,7 @@ class ProcessRun:
         if io is not None and core is not None:
             core.abort()
             code = await io.child.terminate(core.kill_grace)
+            core.escaped(io.child.escaped_text())
             core.exited(code, time.monotonic())
         self._release()
 

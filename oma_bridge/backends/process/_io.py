@@ -259,6 +259,7 @@ class RunIO:
         self._forget(child.pidfd)
         end_stop((child,))  # kills what the leader left in its group, too
         assert child.returncode is not None
+        self.core.escaped(child.escaped_text())
         self.core.exited(child.returncode, now)
 
     def stop_input(self) -> None:

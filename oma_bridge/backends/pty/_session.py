@@ -32,9 +32,9 @@ from collections import deque
 from typing import TYPE_CHECKING, final
 
 from ..._os.child import Child, end_stop, wait_exits_blocking
-from ..._os.command import resolve_executable
+from ..._os.command import resolve_executable, with_pwd
 from ..._os.exit import EXIT_UNKNOWN, StderrTail, exit_error, held_open
-from ..._os.redact import secret_values
+from ..._os.redact import redact, secret_values
 from ..._os.screen import MAX_COLUMNS, Screen
 from ...bridge import (
     BackendStartError,
@@ -168,7 +168,10 @@ class PtySession:
         try:
             self.child = Child(
                 argv,
-                env=self._env,
+                # The interpreter changes directories; PWD says where it went.
+                env=self._env
+                if config.cwd is None
+                else with_pwd(self._env, config.cwd),
                 cwd=None,
                 pipe_stdin=False,
                 terminal=os.ttyname(slave),
@@ -380,7 +383,13 @@ class PtySession:
         command = self.config.command
         if self._timed_out:
             assert self.config.timeout is not None
-            return BackendTimeout(repr(command), timeout=self.config.timeout)
+            env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
+            escaped = self.child.escaped_text() if self.child is not None else ""
+            return BackendTimeout(
+                repr(command),
+                timeout=self.config.timeout,
+                left_behind=redact(escaped, secret_values(env)) if escaped else "",
+            )
         code = EXIT_UNKNOWN if self.returncode is None else self.returncode
         if self.completed and not self._aborted:
             return None

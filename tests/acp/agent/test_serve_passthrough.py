@@ -23,7 +23,7 @@ from ..support import PEERS, WAIT
 if TYPE_CHECKING:
     from pathlib import Path
 
-FULL = PEERS / "acp_full_agent.py"
+FULL = PEERS / "acp_every_method_agent.py"
 #: What the editor answers each request the agent makes through serve.
 EDITOR_ANSWERS: dict[str, Any] = {
     "fs/read_text_file": {"content": "from the editor"},

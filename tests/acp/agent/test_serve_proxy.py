@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
 import anyio
+import pytest
 
 from oma_bridge import Agent, AgentConfig, TextEvent
 from oma_bridge._os.redact import REDACTED
@@ -246,3 +248,36 @@ async def test_set_model_is_not_routed_any_more(tmp_path) -> None:
     assert reply["error"]["code"] == -32601
     assert "session/set_model" in reply["error"]["message"]
     assert "session/set_model" not in [f.get("method") for f in frames(log)]
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="claude-agent-acp refuses root only",
+)
+async def test_the_editor_is_told_claude_agent_acp_refuses_root(tmp_path) -> None:
+    """claude-agent-acp as root answers session/new with -32603 "Query closed
+    before response received"; the editor gets the real reason instead."""
+    stand_in = tmp_path / "claude-agent-acp"
+    stand_in.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\n"
+        f"sys.argv[0] = {str(PEERS / 'acp_login_agent.py')!r}\n"
+        "sys.argv[1:] = ['--internal', 'Query closed before response received']\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    stand_in.chmod(0o755)
+
+    async def scenario(conn, process, editor):
+        try:
+            await new_session(conn, tmp_path)
+        except acp.RequestError as exc:
+            return exc
+        raise AssertionError("the session opened")
+
+    error, sent = await drive(
+        scenario, "--acp", str(stand_in), "--env", "IS_SANDBOX=yes"
+    )
+    assert error.code == -32603
+    assert "it refuses to run as root: set IS_SANDBOX=1" in str(error)
+    assert "(IS_SANDBOX is 'yes' here)" in str(error)
+    assert error.data == {"type": "RootRefusedError", "code": "ROOT_REFUSED"}
+    check_frames(sent)

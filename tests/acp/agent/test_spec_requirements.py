@@ -1,7 +1,7 @@
 """The ACP v1 spec's requirements on an agent, checked one by one against ``serve``.
 
 Each requirement below quotes the spec (docs/protocol/v1, the section named)
-and is run twice: ``serve --acp`` in front of ``tests/peers/acp_full_agent.py``,
+and is run twice: ``serve --acp`` in front of ``tests/peers/acp_every_method_agent.py``,
 which offers every stable method, and ``serve --process`` wrapping a command.
 A requirement that only binds an agent offering a capability is checked in
 both: where ``serve`` does not advertise it, what is checked is that the
@@ -34,7 +34,7 @@ from ..support import PEERS, frames
 if TYPE_CHECKING:
     from ..serve_memory import EditorPeer
 
-FULL = PEERS / "acp_full_agent.py"
+FULL = PEERS / "acp_every_method_agent.py"
 #: The sections of docs/protocol/v1 the requirements come from.
 DOCS = [
     Path(f"{section}.mdx")

@@ -75,9 +75,14 @@ async def test_what_is_advertised_is_what_is_routed(
         fs=fs, terminal=terminal, delegate=declining if delegate else None
     )
     caps = agent._initialize_params()["clientCapabilities"]
+    # Boolean options are this client's to advertise, not a delegate's
+    # other client's (serve --acp's editor), unless it is told.
+    booleans = {} if delegate else {"session": {"configOptions": {"boolean": {}}}}
     assert caps == {
         "fs": {"readTextFile": fs, "writeTextFile": fs},
         "terminal": terminal,
+        **booleans,
+        "elicitation": {"form": {}, "url": {}},
     }
     advertised = {
         m.FS_READ_TEXT_FILE: caps["fs"]["readTextFile"],

@@ -94,7 +94,7 @@ async def test_stop_reason_mapping(
         assert isinstance(result.error, error)
 
 
-async def test_usage_deltas_telescope_across_a_reused_session(tmp_path) -> None:
+async def test_cost_deltas_telescope_and_occupancy_is_a_reading(tmp_path) -> None:
     log = tmp_path / "log"
     usages = []
     async with agent_for(fake_agent(log)) as agent:
@@ -102,13 +102,16 @@ async def test_usage_deltas_telescope_across_a_reused_session(tmp_path) -> None:
             for prompt in ("usage:100:0.5", "say:no usage", "usage:250;usage:260:1.25"):
                 usages.append((await agent.run(prompt)).token_usage)
             stream_events = [e async for e in agent.stream("usage:300")]
-    assert [u.input_tokens for u in usages] == [100, 0, 160]
-    assert sum(u.input_tokens for u in usages) == 260  # the latest reading
+    # usage_update.used is the context window's occupancy, never input tokens.
+    assert [u.input_tokens for u in usages] == [0, 0, 0]
+    assert [u.context_used for u in usages] == [100, None, 260]
+    assert [u.context_size for u in usages] == [1000, None, 1000]
     assert usages[0].cost == pytest.approx(0.5)
     assert usages[1].cost is None
-    assert usages[2].cost == pytest.approx(0.75)
+    assert usages[2].cost == pytest.approx(0.75)  # 1.25 cumulative, 0.5 before
     usage_events = [e for e in stream_events if isinstance(e, UsageEvent)]
-    assert [e.usage.input_tokens for e in usage_events] == [40]
+    assert [e.usage.context_used for e in usage_events] == [300]
+    assert stream_events[-1].result.token_usage == usage_events[-1].usage
     # One agent, one session, reused by every run.
     assert methods(log).count("initialize") == 1
     assert methods(log).count("session/new") == 1
@@ -148,6 +151,8 @@ async def test_initialize_advertises_only_served_capabilities(tmp_path) -> None:
     assert init["params"]["clientCapabilities"] == {
         "fs": {"readTextFile": False, "writeTextFile": False},
         "terminal": False,
+        "session": {"configOptions": {"boolean": {}}},
+        "elicitation": {"form": {}, "url": {}},
     }
     new = frames(log)[1]
     assert new["method"] == "session/new"

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from oma_bridge import AuthRequiredError, BackendStartError
+from oma_bridge import AuthRequiredError, RootRefusedError
 from oma_bridge.acp import AcpBackendConfig
 
 from ..support import agent_for
@@ -105,7 +105,8 @@ async def test_claude_agent_acp_as_root_with_is_sandbox_not_1(anyio_backend) -> 
     async with agent_for(config) as agent:
         with anyio.fail_after(180):
             result = await agent.run("Say hi.")
-    assert isinstance(result.error, BackendStartError), repr(result.error)
+    assert isinstance(result.error, RootRefusedError), repr(result.error)
+    assert result.error.sandbox == "yes"
     assert "Query closed before response received" in str(result.error)
     assert "IS_SANDBOX=1" in str(result.error)
 

@@ -109,7 +109,7 @@ async def test_valid_numbers_still_count(tmp_path: Path) -> None:
     async with agent_for(raw_agent()) as agent:
         with anyio.fail_after(WAIT):
             result = await agent.run(str(turn))
-    assert result.token_usage == TokenUsage(40, 7, 0.25)
+    assert result.token_usage == TokenUsage(3, 7, 0.25, 40, 9)
 
 
 def strict_json(line: str) -> Any:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from oma_bridge import AuthRequiredError, BackendStartError, RemoteError
+from oma_bridge import AuthRequiredError, RemoteError, RootRefusedError
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.acp.client._auth import agent_name, root_hint
+from oma_bridge.acp.client._auth import agent_name, refuses_root
 
 from ..support import PEERS, WAIT, agent_for, when_sent
 
@@ -232,6 +232,10 @@ def test_known_agents_and_their_login_commands() -> None:
         "codex-acp"
     )
     assert agent_name(config("/x/.bin/claude-agent-acp")) == "claude-agent-acp"
+    # The current package, and the adapter's name before its rename.
+    current = config("npx", "-y", "@agentclientprotocol/claude-agent-acp@0.85.1")
+    assert agent_name(current) == "claude-agent-acp"
+    assert agent_name(config("claude-code-acp")) == "claude-code-acp"
     assert agent_name(config("gemini", "--acp")) == "gemini"
     assert agent_name(config("my-agent")) is None
     error = AuthRequiredError(
@@ -271,14 +275,14 @@ def test_a_message_kept_as_text_is_reworded_for_the_cli() -> None:
     not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() != 0,
     reason="the root hint applies to root only",
 )
-def test_root_hint_for_claude_agent_acp() -> None:
+def test_claude_agent_acp_refuses_root_unless_is_sandbox_is_1() -> None:
     claude = AcpBackendConfig(command="claude-agent-acp")
-    assert "IS_SANDBOX is unset here" in (root_hint(claude, {}) or "")
-    assert "IS_SANDBOX is 'yes' here" in (
-        root_hint(claude, {"IS_SANDBOX": "yes"}) or ""
-    )
-    assert root_hint(claude, {"IS_SANDBOX": "1"}) is None
-    assert root_hint(AcpBackendConfig(command="codex-acp"), {}) is None
+    assert refuses_root(claude, {})
+    assert refuses_root(claude, {"IS_SANDBOX": "yes"})  # "1" only, as Claude Code
+    assert not refuses_root(claude, {"IS_SANDBOX": "1"})
+    assert not refuses_root(AcpBackendConfig(command="codex-acp"), {})
+    old = AcpBackendConfig(command="claude-code-acp")  # before the rename
+    assert refuses_root(old, {})
 
 
 async def test_a_claude_agent_acp_refusing_root_gets_the_hint(tmp_path) -> None:
@@ -302,6 +306,8 @@ async def test_a_claude_agent_acp_refusing_root_gets_the_hint(tmp_path) -> None:
         kill_grace=1.0,
     )
     result = await run_once(config)
-    assert isinstance(result.error, BackendStartError)
-    assert "Query closed before response received" in str(result.error)
+    assert isinstance(result.error, RootRefusedError)
+    assert result.error.code == "ROOT_REFUSED" and result.error.sandbox is None
+    assert "it said: Query closed before response received" in str(result.error)
     assert "--env IS_SANDBOX=1" in str(result.error)
+    assert "(IS_SANDBOX is unset here)" in str(result.error)

@@ -84,8 +84,11 @@ def test_without_a_fitting_option_the_request_is_declined() -> None:
     ],
 )
 async def test_named_policies(policy, kind, expected) -> None:
-    answer = await decide(policy, request(kind=kind), time_limit=1, background=nothing)
+    answer, why = await decide(
+        policy, request(kind=kind), time_limit=1, background=nothing
+    )
     assert answer is expected
+    assert f"{policy!r} policy" in why
 
 
 async def test_callbacks_sync_async_failing_and_odd() -> None:
@@ -99,16 +102,22 @@ async def test_callbacks_sync_async_failing_and_odd() -> None:
         await anyio.sleep_forever()
         raise AssertionError
 
-    def decide_with(policy: Any, limit: float = 30) -> Any:
-        return decide(policy, request(), time_limit=limit, background=nothing)
+    async def decide_with(policy: Any, limit: float = 30) -> Any:
+        return await decide(policy, request(), time_limit=limit, background=nothing)
 
     with anyio.fail_after(30):
-        assert await decide_with(async_yes) is True
-        assert await decide_with(lambda req: "once") == "once"
-        assert await decide_with(lambda req: None) is None  # defers to the delegate
-        assert await decide_with(fails) is False
-        assert await decide_with(lambda req: 3) is False
-        assert await decide_with(hangs, limit=0.01) is False
+        assert (await decide_with(async_yes)).answer is True
+        assert (await decide_with(lambda req: "once")).answer == "once"
+        # None defers to the delegate.
+        assert (await decide_with(lambda req: None)).answer is None
+        # A failure is a reject, and says why.
+        assert await decide_with(fails) == (
+            False,
+            "the permission callback raised RuntimeError",
+        )
+        assert (await decide_with(lambda req: 3)).answer is False
+        late = await decide_with(hangs, limit=0.01)
+        assert late == (False, "the permission callback took over 0.01 s")
 
 
 async def test_a_failing_callback_logs_the_title_redacted(caplog: Any) -> None:
@@ -125,8 +134,7 @@ async def test_a_failing_callback_logs_the_title_redacted(caplog: Any) -> None:
     with anyio.fail_after(30):
         for policy, limit in ((fails, 30.0), (hangs, 0.01)):
             req = request(title=title)
-            assert (
-                await decide(policy, req, time_limit=limit, background=nothing) is False
-            )
+            decision = await decide(policy, req, time_limit=limit, background=nothing)
+            assert decision.answer is False
     assert "rejecting" in caplog.text and "git push" in caplog.text
     assert secret not in caplog.text

@@ -41,7 +41,12 @@ async def test_turns_permissions_files_and_usage(tmp_path) -> None:
         "completed",
         ["a"],
     )
-    assert result.token_usage.input_tokens == 1234
+    usage = result.token_usage  # a usage_update is occupancy, not tokens billed
+    assert (usage.input_tokens, usage.context_used, usage.context_size) == (
+        0,
+        1234,
+        200000,
+    )
     assert second.output == "again "  # same session; system prompt sent once
 
 

@@ -26,6 +26,7 @@ from oma_bridge import (
     TextEvent,
     ToolCallEvent,
     ToolCallUpdateEvent,
+    UserMessageEvent,
 )
 from oma_bridge.acp import AcpBackendConfig
 
@@ -104,7 +105,7 @@ def assert_replay_of_one_turn(replay: SessionReplay | None, session_id: str) -> 
         },
     ]
     kinds = [type(e) for e in replay.events]
-    assert kinds == [ToolCallEvent, ToolCallUpdateEvent, TextEvent]
+    assert kinds == [UserMessageEvent, ToolCallEvent, ToolCallUpdateEvent, TextEvent]
     assert replay.updates[0]["sessionUpdate"] == "user_message_chunk"
 
 

@@ -8,8 +8,12 @@ import pytest
 
 from oma_bridge import (
     AgentRefusal,
+    AvailableCommandsEvent,
+    ConfigOptionsEvent,
+    CurrentModeEvent,
     PlanEvent,
     ProtocolError,
+    SessionInfoEvent,
     TextEvent,
     ThoughtEvent,
     TokenUsage,
@@ -17,6 +21,7 @@ from oma_bridge import (
     ToolCallRecord,
     ToolCallUpdateEvent,
     UsageEvent,
+    UserMessageEvent,
 )
 from oma_bridge.acp.client._updates import TurnUpdates, content_text, turn_end
 
@@ -105,48 +110,128 @@ def test_the_latest_plan_is_kept() -> None:
     assert turn.plan == [second[0]]
 
 
-def test_cumulative_usage_becomes_the_turns_increase() -> None:
+def test_occupancy_is_a_reading_and_cost_the_turns_increase() -> None:
     turn = fed(
         {"sessionUpdate": "usage_update", "used": 150, "size": 1000},
         {"sessionUpdate": "usage_update", "used": 180, "cost": {"amount": 0.5}},
-        base_used=100,
         base_cost=0.25,
     )
     assert list(turn.events) == [
-        UsageEvent(TokenUsage(50, 0, None)),
-        UsageEvent(TokenUsage(80, 0, 0.25)),
+        UsageEvent(TokenUsage(0, 0, None, 150, 1000)),
+        UsageEvent(TokenUsage(0, 0, 0.25, 180, 1000)),
     ]
-    assert (turn.used, turn.cost) == (180, 0.5)
-    # The reply adds output tokens; its inputTokens yield to usage_update.
+    assert (turn.used, turn.size, turn.cost) == (180, 1000, 0.5)
+    # The reply's usage is what was billed; occupancy stays what it is.
     reply = {"stopReason": "end_turn", "usage": {"inputTokens": 9, "outputTokens": 7}}
-    assert turn.usage(reply) == TokenUsage(80, 7, 0.25)
+    assert turn.usage(reply) == TokenUsage(9, 7, 0.25, 180, 1000)
 
 
 def test_without_usage_updates_the_reply_counts() -> None:
-    turn = fed(text("x"), base_used=100)
+    turn = fed(text("x"))
     reply = {"usage": {"inputTokens": 9, "outputTokens": 7}}
     assert turn.usage(reply) == TokenUsage(9, 7, None)
     assert turn.usage(None) == TokenUsage()
     assert turn.used is None
 
 
-def test_a_reading_below_the_base_never_counts_negative() -> None:
-    # A new session (or a compaction) may report less than before.
-    turn = fed({"sessionUpdate": "usage_update", "used": 10}, base_used=100)
-    assert turn.usage() == TokenUsage(0, 0, None)
+def test_gemini_quota_in_the_replys_meta_counts_when_usage_is_absent() -> None:
+    # gemini --acp (packages/cli/src/acp/acpSession.ts): every prompt answer.
+    quota = {
+        "token_count": {"input_tokens": 44, "output_tokens": 14},
+        "model_usage": [{"model": "m", "token_count": {"input_tokens": 44}}],
+    }
+    reply = {"stopReason": "end_turn", "_meta": {"quota": quota}}
+    assert fed().usage(reply) == TokenUsage(44, 14)
+    # The reply's own usage comes first.
+    both = {**reply, "usage": {"inputTokens": 1, "outputTokens": 2}}
+    assert fed().usage(both) == TokenUsage(1, 2)
 
 
-def test_unknown_and_event_less_kinds_are_ignored() -> None:
+def test_qwen_usage_on_message_chunks_is_summed_per_turn() -> None:
+    # qwen --acp (MessageEmitter.emitUsageMetadata): one per model request.
+    def usage(i: int, o: int) -> dict[str, Any]:
+        meta = {"usage": {"inputTokens": i, "outputTokens": o, "totalTokens": i + o}}
+        return {**text(""), "_meta": {**meta, "durationMs": 5}}
+
+    turn = fed(text("hi"), usage(11, 7), usage(44, 14))
+    assert list(turn.events) == [
+        TextEvent("hi"),
+        UsageEvent(TokenUsage(11, 7)),
+        UsageEvent(TokenUsage(55, 21)),
+    ]
+    assert turn.usage({"stopReason": "end_turn"}) == TokenUsage(55, 21)
+
+
+def test_a_cost_below_the_base_never_counts_negative() -> None:
+    # A new session (or a reset) may report less than before.
     turn = fed(
-        {"sessionUpdate": "available_commands_update", "availableCommands": []},
-        {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
+        {"sessionUpdate": "usage_update", "used": 10, "cost": {"amount": 1}},
+        base_cost=2.0,
+    )
+    assert turn.usage() == TokenUsage(0, 0, 0.0, 10)
+
+
+def test_the_final_usage_event_agrees_with_the_result() -> None:
+    # claude-agent-acp: a usage_update with a cost while the turn runs, the
+    # billed tokens only in the answer.
+    turn = fed(
+        {
+            "sessionUpdate": "usage_update",
+            "used": 9,
+            "size": 99,
+            "cost": {"amount": 0.1},
+        }
+    )
+    streamed = list(turn.events)
+    assert streamed == [UsageEvent(TokenUsage(0, 0, 0.1, 9, 99))]
+    final = turn.final_usage({"usage": {"inputTokens": 11, "outputTokens": 7}})
+    assert final == TokenUsage(11, 7, 0.1, 9, 99)
+    assert list(turn.events)[-1] == UsageEvent(final)
+    # Nothing new at the end: no second event.
+    quiet = fed({"sessionUpdate": "usage_update", "used": 9, "size": 99})
+    quiet.final_usage({"stopReason": "end_turn"})
+    assert len(quiet.events) == 1
+
+
+def test_unknown_and_empty_updates_are_ignored() -> None:
+    turn = fed(
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text"}},
+        {"sessionUpdate": "current_mode_update", "currentModeId": 5},
+        {"sessionUpdate": "compaction_update"},  # unstable: no event
         {"sessionUpdate": 5},
         {},
     )
     assert not turn.events
     assert turn.output == ""
     assert turn.tool_calls == ()
+
+
+def test_the_sessions_own_updates_become_typed_events() -> None:
+    commands = [{"name": "web", "description": "Search", "input": {"hint": "q"}}]
+    options = [{"id": "fast", "name": "Fast", "type": "boolean", "currentValue": True}]
+    turn = fed(
+        {
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": "q"},
+        },
+        {"sessionUpdate": "available_commands_update", "availableCommands": commands},
+        {"sessionUpdate": "current_mode_update", "currentModeId": "code"},
+        {"sessionUpdate": "config_option_update", "configOptions": [*options, 7]},
+        {
+            "sessionUpdate": "session_info_update",
+            "title": "Fix it",
+            "updatedAt": "2026-01-02T03:04:05Z",
+            "_meta": {"k": 1},
+        },
+    )
+    assert list(turn.events) == [
+        UserMessageEvent("q"),
+        AvailableCommandsEvent(commands),
+        CurrentModeEvent("code"),
+        ConfigOptionsEvent(options),
+        SessionInfoEvent("Fix it", "2026-01-02T03:04:05Z", {"k": 1}),
+    ]
+    assert turn.output == ""  # none of them is reply text
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,76 @@
+"""``serve`` forwards usage to an editor in ACP's terms: the billed tokens in
+the prompt's answer, the context window's occupancy and size (with the
+session's cumulative cost) as ``usage_update``."""
+
+from __future__ import annotations
+
+import pytest
+
+from oma_bridge import AgentConfig, TokenUsage, UsageEvent
+from oma_bridge.acp.agent._mapping import session_update
+from oma_bridge.testing import ScriptedBackend, Turn
+
+from ..serve_memory import serving
+
+
+def test_a_usage_event_is_an_occupancy_update_with_the_sessions_cost() -> None:
+    # Billed tokens alone are no occupancy: nothing to send (they go in the reply).
+    assert session_update(UsageEvent(TokenUsage(11, 7, 0.5))) is None
+    event = UsageEvent(TokenUsage(11, 7, 0.5, 8930, 200000))
+    update = session_update(event, 0.25)
+    assert update == {
+        "sessionUpdate": "usage_update",
+        "used": 8930,
+        "size": 200000,
+        "cost": {"amount": 0.75, "currency": "USD"},
+    }
+    schema = pytest.importorskip("acp.schema")
+    params = {"sessionId": "s1", "update": update}
+    schema.SessionNotification.model_validate(params)
+
+
+async def test_serve_reports_billed_tokens_in_the_reply_and_occupancy_as_such(
+    tmp_path,
+) -> None:
+    backend = ScriptedBackend(
+        [
+            Turn("a", usage=TokenUsage(11, 7, 0.25, 8930, 200000)),
+            Turn("b", usage=TokenUsage(44, 14, 0.5, 8974, 200000)),
+        ]
+    )
+    async with serving(AgentConfig(name="t", backend=backend)) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        seen = []
+        for n, text in ((2, "one"), (3, "two")):
+            params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "session/prompt",
+                    "params": params,
+                }
+            )
+            updates = []
+            while (frame := await editor.receive()).get("id") != n:
+                updates.append(frame["params"]["update"])
+            seen.append(
+                ([u for u in updates if u["sessionUpdate"] == "usage_update"], frame)
+            )
+    (first, reply1), (second, reply2) = seen
+    assert first == [
+        {"sessionUpdate": "usage_update", "used": 8930, "size": 200000,
+         "cost": {"amount": 0.25, "currency": "USD"}},
+    ]  # fmt: skip
+    assert second[0]["used"] == 8974
+    assert second[0]["cost"] == {"amount": 0.75, "currency": "USD"}  # cumulative
+    assert reply1["result"]["usage"] == {
+        "inputTokens": 11,
+        "outputTokens": 7,
+        "totalTokens": 18,
+    }
+    assert reply2["result"]["usage"] == {
+        "inputTokens": 44,
+        "outputTokens": 14,
+        "totalTokens": 58,
+    }

@@ -1,0 +1,101 @@
+"""A terminal auth method run in the user's terminal (ACP ``auth.terminal``):
+``oma-bridge run --auth-method ID`` on a terminal runs the agent's own login
+there, starts the agent again and goes on; without a terminal it is never
+passed to ``authenticate`` and the error names the command to run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.conftest import peer_command
+from tests.fresh_python import oma_bridge_cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FULL_AGENT = peer_command("acp_full_agent.py")
+
+
+def agent_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "ACP_LOG": str(tmp_path / "log"),
+        "ACP_STORE": str(tmp_path / "store.json"),
+        "ACP_LOGIN_MARK": str(tmp_path / "logged-in"),
+    }
+
+
+def received(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("when", ["--needs-login", "--at-prompt"])
+def test_a_terminal_login_runs_on_the_terminal_and_the_run_goes_on(
+    tmp_path: Path, when: str
+) -> None:
+    controller, terminal = pty.openpty()
+    argv = [
+        sys.executable, "-m", "oma_bridge", "run",
+        "--acp", f"{FULL_AGENT} {when}", "--auth-method", "term",
+        "--approve-all", "say:done",
+    ]  # fmt: skip
+    try:
+        cli = subprocess.Popen(
+            argv,
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            cwd=tmp_path,
+            env=agent_env(tmp_path),
+            start_new_session=True,
+        )
+    finally:
+        os.close(terminal)
+    drawn = b""
+    deadline = time.monotonic() + 30
+    try:
+        while b"press Enter" not in drawn and time.monotonic() < deadline:
+            drawn += os.read(controller, 4096)
+        os.write(controller, b"\n")
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the CLI and its children are gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+        code = cli.wait(timeout=30)
+    text = drawn.decode(errors="replace")
+    assert "login mode 1; press Enter" in text  # the method's env reached it
+    assert code == 0, text
+    assert text.rstrip().endswith("done")
+    frames = received(tmp_path)
+    inits = [f for f in frames if f.get("method") == "initialize"]
+    assert len(inits) == 2  # started again after the login
+    assert inits[0]["params"]["clientCapabilities"]["auth"] == {"terminal": True}
+    assert "authenticate" not in [f.get("method") for f in frames]
+
+
+def test_without_a_terminal_the_command_to_run_is_named(tmp_path: Path) -> None:
+    done = oma_bridge_cli(
+        "run", "--acp", f"{FULL_AGENT} --needs-login", "--auth-method", "term",
+        "say:done",
+        cwd=tmp_path, env=agent_env(tmp_path), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "'term' is a terminal login: run LOGIN_MODE=1 " in done.stderr
+    assert "--needs-login --login in a terminal yourself" in done.stderr
+    frames = received(tmp_path)
+    assert "auth" not in frames[0]["params"]["clientCapabilities"]
+    assert "authenticate" not in [f.get("method") for f in frames]
