@@ -128,6 +128,8 @@ class RealAgent(AgentProcess):
         self._queued_bytes = 0  # of the updates read, not yet forwarded
         self._progress: anyio.Event | None = None
         self._scope = anyio.CancelScope()
+        #: Set once the reader has ended (None: it never started).
+        self._read_done: anyio.Event | None = None
         self._tasks: TaskGroup | None = None
         self._in_turn = False
         self.turn_ended = anyio.Event()
@@ -222,19 +224,23 @@ class RealAgent(AgentProcess):
     async def read(self, notify: Notify, *, task_status: TaskStatus[None]) -> None:
         """Read the agent and forward its updates until it ends or is stopped."""
         assert self.conn is not None
-        # The forwarder closes its end; stopped before it ran, it is closed here.
-        with self._out, self._scope:
-            async with anyio.create_task_group() as tg:
-                self._tasks = tg
-                tg.start_soon(self._forward, notify)
-                task_status.started()
-                try:
-                    await self.conn.serve(pace=self._room)
-                except OmaBridgeError:
-                    pass  # conn.error holds it; the turn in flight explains it
-                finally:
-                    self._in.close()
-                    self.ready.set()  # nothing more will come: let it drain
+        done = self._read_done = anyio.Event()
+        try:
+            # The forwarder closes its end; stopped before it ran, closed here.
+            with self._out, self._scope:
+                async with anyio.create_task_group() as tg:
+                    self._tasks = tg
+                    tg.start_soon(self._forward, notify)
+                    task_status.started()
+                    try:
+                        await self.conn.serve(pace=self._room)
+                    except OmaBridgeError:
+                        pass  # conn.error holds it; the turn in flight explains it
+                    finally:
+                        self._in.close()
+                        self.ready.set()  # nothing more will come: let it drain
+        finally:
+            done.set()
 
     def on_session_update(self, params: Params) -> None:
         raw = params.raw
@@ -375,7 +381,9 @@ class RealAgent(AgentProcess):
                 await self.turn_ended.wait()
         if self.in_turn:
             logger.info("the agent did not end a cancelled turn: stopping it")
-            await self.stop()
+            # From the reader's own task group: it cannot be waited for here.
+            self._scope.cancel()
+            await AgentProcess.stop(self)
 
     async def editor_error(self, exc: OmaBridgeError) -> RequestError:
         """What the editor is told: the agent's error redacted, or how it ended
@@ -393,7 +401,23 @@ class RealAgent(AgentProcess):
         return error_reply(await self.explain(exc))
 
     async def stop(self) -> None:
+        """Stop the reader, then the agent (bounded, shielded).
+
+        The reader is waited for before the pipes close: on asyncio, a wait
+        on a descriptor can only be woken by ``notify_closing`` from its own
+        task's context, so a reader still registered when its descriptor
+        closes leaves a stale registration behind, and the next agent's
+        descriptor with the same number never wakes (its initialize answer
+        went unread under load).
+        """
         self._scope.cancel()
+        done = self._read_done
+        if done is not None:
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(self.config.kill_grace),
+            ):
+                await done.wait()
         await super().stop()
 
 
