@@ -47,6 +47,10 @@ REQUESTS = {
     "fs/write_text_file": schema.WriteTextFileRequest,
     "elicitation/create": schema.CreateElicitationRequest,
     "terminal/create": schema.CreateTerminalRequest,
+    "terminal/output": schema.TerminalOutputRequest,
+    "terminal/wait_for_exit": schema.WaitForTerminalExitRequest,
+    "terminal/kill": schema.KillTerminalRequest,
+    "terminal/release": schema.ReleaseTerminalRequest,
 }
 NOTIFICATIONS = {
     "elicitation/complete": schema.CompleteElicitationNotification,

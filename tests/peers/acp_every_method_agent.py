@@ -14,7 +14,8 @@ session store would), ``ACP_TERMINAL_ALWAYS=1`` (offer the terminal login to
 any client, as ACP forbids).
 
 Prompt text is ';'-separated commands: ``say:TEXT``, ``read:PATH``,
-``write:PATH:TEXT``, ``term:PROGRAM``, ``perm``, ``elicit:form``,
+``write:PATH:TEXT``, ``term:PROGRAM``, ``termall:PROGRAM`` (every
+terminal method in turn), ``perm``, ``elicit:form``,
 ``elicit:url`` (then ``elicitation/complete``), ``elicit:request`` (a
 request-scoped one), ``slow`` (streams until ``session/cancel``). Each
 client answer is sent back as a message chunk, as JSON.
@@ -213,6 +214,13 @@ def prompt(session_id: str, text: str) -> dict:
         elif name == "term":
             params = {"sessionId": session_id, "command": arg}
             answer = call("terminal/create", params)
+        elif name == "termall":  # every terminal method, in order, on one terminal
+            made = call("terminal/create", {"sessionId": session_id, "command": arg})
+            chunk(session_id, json.dumps(made["result"]))
+            term = {"sessionId": session_id, "terminalId": made["result"]["terminalId"]}
+            for method in ("output", "wait_for_exit", "kill", "release"):
+                reply = call(f"terminal/{method}", term)
+                chunk(session_id, json.dumps(reply.get("result", reply)))
         elif name == "perm":
             answer = call("session/request_permission", permission(session_id))
         elif name == "elicit":

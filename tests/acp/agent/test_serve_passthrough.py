@@ -300,3 +300,39 @@ async def test_a_terminal_login_is_shown_only_to_an_editor_that_runs_one(
     assert [m["id"] for m in plain["result"]["authMethods"]] == ["agent-login"]
     ids = [m["id"] for m in able["result"]["authMethods"]]
     assert ids == ["agent-login", "terminal-login"]
+
+
+async def test_every_terminal_method_reaches_an_editor_that_offers_terminals(
+    tmp_path,
+) -> None:
+    answers = {
+        "terminal/create": {"terminalId": "term-1"},
+        "terminal/output": {"output": "a.txt\n", "truncated": False},
+        "terminal/wait_for_exit": {"exitCode": 0},
+        "terminal/kill": {},
+        "terminal/release": {},
+    }
+    async with serving(full_agent(tmp_path)) as editor:
+        editor.answer = lambda frame: answers[frame["method"]]
+        caps = {"terminal": True}
+        await editor.call(
+            0, "initialize", {"protocolVersion": 1, "clientCapabilities": caps}
+        )
+        new = {"cwd": str(tmp_path), "mcpServers": []}
+        sid = (await editor.call(1, "session/new", new))["result"]["sessionId"]
+        prompt = [{"type": "text", "text": "termall:ls"}]
+        reply = await editor.call(
+            2, "session/prompt", {"sessionId": sid, "prompt": prompt}
+        )
+        check_frames(editor.received, editor.asked)
+    assert reply["result"]["stopReason"] == "end_turn"
+    asked = [f for f in editor.received if "method" in f and "id" in f]
+    assert [f["method"] for f in asked] == list(answers)
+    assert all(f["params"]["sessionId"] == sid for f in asked)  # the editor's id
+    assert offered(tmp_path)[-1]["terminal"] is True
+    texts = [
+        json.loads(f["params"]["update"]["content"]["text"])
+        for f in editor.received
+        if f.get("method") == "session/update"
+    ]
+    assert texts == list(answers.values())  # each answer back to the agent
