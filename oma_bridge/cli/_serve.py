@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -10,9 +12,10 @@ from ._agent_options import add_agent_options, agent_config, positive_float
 from ._main import EXIT_OK, EXIT_USAGE, HelpFormatter, fail
 
 if TYPE_CHECKING:
-    import argparse
-
     from ..bridge import AgentConfig
+
+#: The option an agent's terminal login is relaunched with (see terminal_login).
+TERMINAL_LOGIN = "--terminal-login"
 
 DESCRIPTION = """\
 Serve an agent to an editor (Zed, or any client of the Agent Client Protocol)
@@ -35,10 +38,11 @@ prompt starts a new one.
 With --acp, oma-bridge is a proxy in front of a real ACP agent, started when
 the editor initializes: the editor sees its login methods, capabilities,
 modes, config options and commands; its updates stream through as they
-arrive, mode and config changes and logins pass through, and session/load
-goes to the agent when it supports it. Prompts stay text-only. Its
-permission, file and terminal requests go to the editor when the editor
-supports them. --approve-all, --approve-reads or --deny-all answer
+arrive; mode and config changes, logins and logout, and listing, loading,
+resuming and deleting sessions go to the agent when it supports them.
+Prompts stay text-only. Its permission, file, terminal and elicitation
+requests go to the editor when the editor supports them (and it is offered
+only those). --approve-all, --approve-reads or --deny-all answer
 permission requests here instead of asking the editor; --system-prompt is
 put before the first prompt of each session.
 """
@@ -101,6 +105,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prompt starts (or, behind --acp, reloads) it",
     )
     out.add_argument(
+        TERMINAL_LOGIN,
+        nargs=argparse.REMAINDER,
+        metavar="ARGS",
+        help="run the --acp agent with ARGS on this terminal and exit with its "
+        "status (an editor running one of the agent's terminal logins adds this)",
+    )
+    out.add_argument(
         "--verbose",
         "-v",
         action="store_true",
@@ -115,6 +126,8 @@ def serve_command(args: argparse.Namespace) -> int:
         config = agent_config(args, interactive=False)
     except (ValueError, TypeError) as exc:
         return fail(str(exc), EXIT_USAGE)
+    if args.terminal_login is not None:
+        return terminal_login(config, args.terminal_login)
     hint = terminal_hint(sys.stdin)
     if hint:
         sys.stderr.write(hint)
@@ -159,6 +172,36 @@ async def _serve(config: AgentConfig, args: argparse.Namespace) -> None:
             cwd=args.cwd,
         )
         tg.cancel_scope.cancel()
+
+
+def terminal_login(config: AgentConfig, extra: list[str]) -> int:
+    """An ACP terminal login (authentication, "terminal" methods): the agent
+    behind ``--acp`` runs in this process's place, on the user's terminal,
+    with the method's arguments appended; its exit status is the login's.
+
+    ``serve --acp`` advertises each terminal method with ``--terminal-login``
+    put before the agent's own arguments, so the editor's relaunch of this
+    command, with those arguments appended, lands here.
+    """
+    from .._os.command import child_env, resolve_executable
+    from ..acp import AcpBackendConfig
+    from ..bridge import OmaBridgeError
+
+    backend = config.backend
+    if not isinstance(backend, AcpBackendConfig):
+        return fail(f"{TERMINAL_LOGIN} needs an ACP agent (--acp)", EXIT_USAGE)
+    # The method's env reached us from the editor and passes down; a name
+    # --env sets too keeps --env's value (we cannot tell the two apart).
+    env = child_env(backend.env, backend.scrub_env)
+    try:
+        path = resolve_executable(backend.command, env.get("PATH"), backend.cwd)
+    except OmaBridgeError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    if backend.cwd is not None:
+        os.chdir(backend.cwd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(path, [path, *backend.args, *extra], env)
 
 
 def terminal_hint(stdin: TextIO) -> str | None:

@@ -117,12 +117,25 @@ class Output(anyio.abc.ByteSendStream):
 
 
 class EditorPeer:
+    """Writes raw frames and reads the server's.
+
+    Every frame received is kept in ``received``, and the method of every
+    request sent in ``asked`` (by id). ``answer``, when set, answers the
+    server's requests met while ``call`` waits (a result dict, or an error
+    dict under ``"error"``); without it they are left unanswered.
+    """
+
     def __init__(self, to_server: Any, from_server: Any) -> None:
         self._to = to_server
         self._from = from_server
         self._buf = b""
+        self.received: list[dict[str, Any]] = []
+        self.asked: dict[Any, str] = {}
+        self.answer: Any = None
 
     async def send(self, frame: dict[str, Any] | bytes) -> None:
+        if isinstance(frame, dict) and "method" in frame and "id" in frame:
+            self.asked[frame["id"]] = frame["method"]
         data = frame if isinstance(frame, bytes) else json.dumps(frame).encode()
         await self._to.send(data + b"\n")
 
@@ -131,17 +144,27 @@ class EditorPeer:
             while b"\n" not in self._buf:
                 self._buf += await self._from.receive()
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)  # type: ignore[no-any-return]
+        frame = json.loads(line)
+        self.received.append(frame)
+        return frame  # type: ignore[no-any-return]
 
     async def call(self, request_id: int, method: str, params: Any) -> dict[str, Any]:
         """Send a request; return its reply (updates before it are skipped)."""
         await self.send(
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         )
+        return await self.reply(request_id)
+
+    async def reply(self, request_id: int) -> dict[str, Any]:
+        """Read until the reply to ``request_id``, answering requests met."""
         while True:
             frame = await self.receive()
             if frame.get("id") == request_id and "method" not in frame:
                 return frame
+            if "method" in frame and "id" in frame and self.answer is not None:
+                answer = self.answer(frame)
+                reply = answer if "error" in answer else {"result": answer}
+                await self.send({"jsonrpc": "2.0", "id": frame["id"], **reply})
 
     async def open_session(self, cwd: str) -> str:
         await self.call(0, "initialize", {"protocolVersion": 1})

@@ -35,12 +35,25 @@ RESPONSES = {
     "session/set_mode": schema.SetSessionModeResponse,
     "session/set_config_option": schema.SetSessionConfigOptionResponse,
     "session/close": schema.CloseSessionResponse,
+    "session/list": schema.ListSessionsResponse,
+    "session/resume": schema.ResumeSessionResponse,
+    "session/delete": schema.DeleteSessionResponse,
+    "logout": schema.LogoutResponse,
     "authenticate": schema.AuthenticateResponse,
 }
 REQUESTS = {
     "session/request_permission": schema.RequestPermissionRequest,
     "fs/read_text_file": schema.ReadTextFileRequest,
     "fs/write_text_file": schema.WriteTextFileRequest,
+    "elicitation/create": schema.CreateElicitationRequest,
+    "terminal/create": schema.CreateTerminalRequest,
+    "terminal/output": schema.TerminalOutputRequest,
+    "terminal/wait_for_exit": schema.WaitForTerminalExitRequest,
+    "terminal/kill": schema.KillTerminalRequest,
+    "terminal/release": schema.ReleaseTerminalRequest,
+}
+NOTIFICATIONS = {
+    "elicitation/complete": schema.CompleteElicitationNotification,
 }
 
 
@@ -152,6 +165,12 @@ async def _drive(scenario: Any, serve_args: tuple[str, ...], editor: Editor) -> 
 
 
 def check(model: Any, value: Any) -> None:
+    """``value`` is valid as ``model`` (a schema model, or a union of them)
+    and round-trips unchanged, so no field is unknown or misspelt."""
+    if not hasattr(model, "model_validate"):  # a union: the member that fits
+        from pydantic import TypeAdapter
+
+        model = type(TypeAdapter(model).validate_python(value))
     parsed = model.model_validate(value)
     again = parsed.model_dump(by_alias=True, exclude_unset=True, mode="json")
     assert again == value, f"{model.__name__} does not round-trip {value!r}"
@@ -174,6 +193,10 @@ def check_frames(
             assert "id" not in frame
             check(schema.SessionNotification, frame["params"])
             seen.add(f"update:{frame['params']['update']['sessionUpdate']}")
+        elif method in NOTIFICATIONS:
+            assert "id" not in frame
+            check(NOTIFICATIONS[method], frame["params"])
+            seen.add(method)
         elif method is not None:
             assert isinstance(frame["id"], int | str)
             check(REQUESTS[method], frame["params"])

@@ -10,7 +10,8 @@ pid), ``PEER_STATE`` (a directory: each session's history is kept there, so
 ``session/load`` in another process replays it), ``PEER_AUTH=1``
 (``session/new`` answers auth required until ``authenticate``),
 ``PEER_LOG`` (append each method called and its session id), ``PEER_NO_LOAD=1``
-(no ``loadSession``).
+(no ``loadSession``). ``session/list`` lists the sessions every process
+logged in ``PEER_LOG`` opened (the store they share).
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ from acp.schema import (
     AgentCapabilities,
     AuthMethodAgent,
     AvailableCommand,
+    ListSessionsResponse,
     McpCapabilities,
     PromptCapabilities,
     SessionCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
+    SessionInfo,
     SessionListCapabilities,
     SessionMode,
     SessionModeState,
@@ -61,6 +64,14 @@ def log(method: str, session_id: str = "", *extra: str) -> None:
     if path:
         with open(path, "a") as f:
             f.write(json.dumps([method, session_id, os.getpid(), *extra]) + "\n")
+
+
+def _logged() -> list[list[Any]]:
+    """What every process of this agent logged in ``PEER_LOG``."""
+    path = os.environ.get("PEER_LOG")
+    if not path:
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
 class ModesAgent(Agent):
@@ -152,6 +163,19 @@ class ModesAgent(Agent):
             await self._conn.session_update(session_id=session_id, update=update)
         return LoadSessionResponse(
             modes=self._modes(session_id), config_options=self._options(session_id)
+        )
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        log("session/list")
+        entries = _logged()
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(session_id=e[1], cwd=e[3])
+                for e in entries
+                if e[0] == "session/new" and cwd in (None, e[3])
+            ]
         )
 
     def _history_file(self, session_id: str) -> Path | None:

@@ -32,9 +32,13 @@ from ...bridge import (
     UsageEvent,
 )
 from ..rpc import RequestError, methods as m
+from ._offers import AGENT_OFFERS, advertise
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...bridge import AgentRunResult, JSONValue, StreamEvent
+    from ._offers import Offer
 
 __all__ = (
     "PROMPT_BLOCKS",
@@ -58,21 +62,18 @@ _TEXT_ONLY = (
 
 
 def served_capabilities(
-    load_session: bool, passed: dict[str, JSONValue] | None = None
+    offered: Callable[[Offer], bool], passed: dict[str, JSONValue] | None = None
 ) -> dict[str, JSONValue]:
-    """The ``agentCapabilities`` ``serve`` advertises: ``passed`` (a real agent's,
-    behind ``--acp``), then what is served here; one builder, so none drift."""
+    """The ``agentCapabilities`` ``serve`` advertises: ``passed`` (a real agent's
+    ``_meta``, behind ``--acp``), each row of ``AGENT_OFFERS`` that ``offered``
+    says is served, and our own text-only prompt capabilities."""
     caps: dict[str, JSONValue] = dict(passed or {})
-    caps["loadSession"] = load_session
+    caps.update(advertise(AGENT_OFFERS, offered))
     caps["promptCapabilities"] = {
         "image": "image" in PROMPT_BLOCKS,
         "audio": "audio" in PROMPT_BLOCKS,
         "embeddedContext": "resource" in PROMPT_BLOCKS,
     }
-    # Only what is routed: we close sessions ourselves; list, fork and
-    # resume are not passed on.
-    caps["sessionCapabilities"] = {"close": {}}
-    caps.setdefault("mcpCapabilities", {"http": False, "sse": False})
     return caps
 
 

@@ -9,8 +9,11 @@ session is opened at ``session/new`` (or ``session/load``): its modes, config
 options and models are in the answer. The agent is read in the background, so
 every ``session/update`` reaches the editor as it arrives, between turns too,
 with only ``sessionId`` made the editor's; ``session/set_mode``,
-``session/set_config_option`` and ``authenticate`` are passed on. Errors the
-agent sends are redacted before the editor sees them.
+``session/set_config_option``, ``authenticate``, and where the agent offers
+them ``session/list``, ``session/resume``, ``session/delete`` and ``logout``,
+are passed on. What the agent is offered (files, terminals, elicitation, terminal
+logins, boolean config options) is what the editor serves, by the table in
+``_offers``. Errors the agent sends are redacted before the editor sees them.
 """
 
 from __future__ import annotations
@@ -23,19 +26,14 @@ from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 
-from ...bridge import OmaBridgeError, RemoteError
-from ..client import (
-    FILE_METHODS,
-    SessionState,
-    configure_session,
-    request_logged_in,
-)
+from ...bridge import OmaBridgeError
+from ..client import SessionState, configure_session, request_logged_in
 from ..rpc import RequestError, methods as m
-from ._mapping import served_capabilities
-from ._real_agent import RealAgent, UpdateBudget
+from ._offers import AGENT_OFFERS, CLIENT_OFFERS, find, has
+from ._real_agent import EditorSide, RealAgent, UpdateBudget
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Container
+    from collections.abc import Container
 
     from anyio.abc import TaskGroup
 
@@ -46,12 +44,14 @@ if TYPE_CHECKING:
         PermissionPolicy,
         PermissionRequest,
     )
-    from ._real_agent import Notify
+    from ._real_agent import AskEditor, Notify, TellEditor
     from ._transcript import Transcript
 
-    AskEditor = Callable[[str, str, JSONValue], Awaitable[JSONValue]]
 
-__all__ = ("Proxy", "editor_session_id")
+__all__ = ("TERMINAL_LOGIN", "Proxy", "editor_session_id")
+
+#: The ``serve`` option a terminal login relaunches it with (the CLI's).
+TERMINAL_LOGIN = "--terminal-login"
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,7 @@ class Proxy:
         self.tasks: TaskGroup | None = None
         self.notify: Notify | None = None
         self.ask_editor: AskEditor | None = None
+        self.tell_editor: TellEditor | None = None
 
     # -- initialize -------------------------------------------------------------
 
@@ -101,39 +102,91 @@ class Proxy:
         Raises:
             RequestError: it could not be started (why, redacted).
         """
-        self._client_caps = client_caps
-        if self._spare is not None:
+        if self._spare is not None and client_caps == self._client_caps:
             return
+        self._client_caps = client_caps
+        if self._spare is not None:  # initialized again, offering other things
+            spare, self._spare = self._spare, None
+            await spare.stop()
         spare = self._spare = await self._start(self._cwd)
         self.init, self.agent_capabilities = spare.init, spare.caps
-
-    def capabilities(self) -> dict[str, JSONValue]:
-        """The real agent's ``agentCapabilities``, text-only, as far as routed."""
-        theirs = self.agent_capabilities
-        # Only what passes through: MCP servers go to the agent as given; its
-        # other capabilities (logout, providers, ...) name methods not routed.
-        passed: dict[str, JSONValue] = {
-            k: theirs[k] for k in ("mcpCapabilities", "_meta") if k in theirs
-        }
-        return served_capabilities(self.loads, passed)
 
     @property
     def loads(self) -> bool:
         return self.agent_capabilities.get("loadSession") is True
 
+    def offers(self, path: tuple[str, ...]) -> bool:
+        """Whether the real agent advertises the capability at ``path``."""
+        return has(self.agent_capabilities, find(AGENT_OFFERS, *path))
+
+    def reopens(self, how: Literal["load", "resume"]) -> bool:
+        """Whether the agent opens an earlier session that way."""
+        if how == "load":
+            return self.loads
+        return self.offers(("sessionCapabilities", "resume"))
+
+    def reopen_how(self) -> Literal["load", "resume"] | None:
+        """How a session whose agent was stopped is opened again: resumed (no
+        replay to drop) when the agent can, else loaded; None: neither."""
+        if self.reopens("resume"):
+            return "resume"
+        return "load" if self.loads else None
+
     @property
     def auth_methods(self) -> list[JSONValue]:
+        """The agent's ``authMethods``; a terminal one relaunches ``serve``
+        with ``TERMINAL_LOGIN`` first, which runs the agent in its place, and
+        is shown only to an editor that advertised ``auth.terminal``."""
         methods = self.init.get("authMethods")
-        return list(methods) if isinstance(methods, list) else []
+        if not isinstance(methods, list):
+            return []
+        terminal = has(self._client_caps, find(CLIENT_OFFERS, "auth", "terminal"))
+        return [
+            _relaunched(method)
+            for method in methods
+            if isinstance(method, dict)
+            and (terminal or method.get("type") != "terminal")
+        ]
 
     async def authenticate(self, params: dict[str, JSONValue]) -> JSONValue:
         """Pass ``authenticate`` on to the next session's agent; remember it."""
-        if self._spare is None:
-            self._spare = await self._start(self._cwd)
-        result = await self._spare.call(m.AUTHENTICATE, params)
+        spare = await self._next_agent()
+        result = await spare.call(m.AUTHENTICATE, params)
         method = params.get("methodId")
         self._auth_method = method if isinstance(method, str) else None
         return result
+
+    async def call(
+        self, method: str, params: dict[str, JSONValue], *, via: RealAgent | None
+    ) -> JSONValue:
+        """A request about the agent's sessions in general (``session/list``,
+        ``session/delete``, ``logout``): asked of ``via`` (a running agent) or
+        else the next session's, logged in as the editor was."""
+        agent = self._spare if self._spare is not None else via
+        if agent is None or agent.broken:
+            agent = await self._next_agent()
+        result = await self._session(agent, method, params)
+        if method == m.LOGOUT:
+            self._auth_method = None  # later agents no longer log in with it
+        return result
+
+    async def close_session(self, agent: RealAgent) -> None:
+        """Tell ``agent`` its session is closed, when it offers that (bounded:
+        its process is stopped next anyway)."""
+        if not self.offers(("sessionCapabilities", "close")):
+            return
+        with anyio.move_on_after(agent.config.cancel_grace):
+            try:
+                await agent.call(m.SESSION_CLOSE, {"sessionId": agent.session_id})
+            except RequestError as exc:
+                logger.info("the agent refused session/close: %s", exc.message)
+
+    async def _next_agent(self) -> RealAgent:
+        if self._spare is None or self._spare.broken:
+            if self._spare is not None:
+                await self._spare.stop()
+            self._spare = await self._start(self._cwd)
+        return self._spare
 
     # -- sessions -----------------------------------------------------------------
 
@@ -142,24 +195,28 @@ class Proxy:
         cwd: str,
         servers: list[JSONValue],
         *,
+        roots: list[str] | None = None,
         load: str | None = None,
+        how: Literal["load", "resume"] = "load",
         replay: bool = True,
     ) -> tuple[RealAgent, dict[str, JSONValue]]:
-        """An agent with its session open (``session/new``, or ``load`` it).
+        """An agent with its session open (``session/new``, or the session
+        ``load`` loaded or resumed, as ``how`` says).
 
         With ``load`` and ``replay``, the replayed history is forwarded before
         this returns; without ``replay`` it is dropped (a re-opened session).
         For a new session, the caller sets ``editor_session`` and ``ready``
-        once the editor has the answer.
+        once the editor has the answer. ``roots`` are the session's
+        ``additionalDirectories``.
 
         Raises:
             RequestError: the agent failed to start or refused (redacted).
         """
         agent, self._spare = self._spare, None
-        if agent is None or agent.broken or self._moved(agent, cwd):
+        if agent is None or agent.broken or self._moved(agent, cwd, roots or []):
             if agent is not None:
                 await agent.stop()
-            agent = await self._start(cwd)
+            agent = await self._start(cwd, roots or [])
         params: dict[str, JSONValue] = {
             "cwd": cwd,
             "mcpServers": [
@@ -167,11 +224,14 @@ class Proxy:
                 *(s for s in servers if isinstance(s, dict)),
             ],
         }
+        if roots:
+            params["additionalDirectories"] = [*roots]
         try:
             if load is None:
                 result = await self._new(agent, params)
             else:
-                result = await self._load(agent, params, load, replay=replay)
+                method = m.SESSION_LOAD if how == "load" else m.SESSION_RESUME
+                result = await self._load(agent, params, load, method, replay=replay)
             result = await self._configure(agent, result)
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -196,6 +256,7 @@ class Proxy:
         agent: RealAgent,
         params: dict[str, JSONValue],
         session_id: str,
+        method: str,
         *,
         replay: bool,
     ) -> dict[str, JSONValue]:
@@ -204,9 +265,7 @@ class Proxy:
         agent.silent = not replay
         # The replay goes to the editor before the answer (ACP: loading).
         agent.ready.set()
-        result = await self._session(
-            agent, m.SESSION_LOAD, {**params, "sessionId": session_id}
-        )
+        result = await self._session(agent, method, {**params, "sessionId": session_id})
         agent.silent = False
         # The loaded conversation already carries the system prompt.
         agent.session.system_prompt_sent = True
@@ -227,10 +286,14 @@ class Proxy:
             raise await agent.editor_error(exc) from None
         return configured if isinstance(configured, dict) else result
 
-    def _moved(self, agent: RealAgent, cwd: str) -> bool:
-        """Whether ``agent`` serves files or terminals rooted elsewhere."""
+    def _moved(self, agent: RealAgent, cwd: str, roots: list[str]) -> bool:
+        """Whether ``agent`` serves files or terminals rooted elsewhere (its
+        ``cwd``, or the session's ``additionalDirectories`` it admits)."""
         local = self.backend.fs or self.backend.terminal
-        return local and os.path.abspath(cwd) != agent.cwd
+        if not local:
+            return False
+        wanted = (*self.backend.extra_roots, *roots)
+        return os.path.abspath(cwd) != agent.cwd or agent.config.extra_roots != wanted
 
     async def _session(
         self, agent: RealAgent, method: str, params: dict[str, JSONValue]
@@ -248,13 +311,11 @@ class Proxy:
 
     # -- starting an agent ---------------------------------------------------------
 
-    async def _start(self, cwd: str) -> RealAgent:
+    async def _start(self, cwd: str, roots: list[str] | None = None) -> RealAgent:
         holder: list[RealAgent] = []
-        editor_files = self._editor_files()
+        editor = EditorSide(self._client_caps, self._ask_editor, self._tell_editor)
         agent = RealAgent(
-            self._config(cwd, holder, editor_files),
-            file_methods=self._file_methods(editor_files),
-            budget=self._budget,
+            self._config(cwd, holder, roots or []), editor=editor, budget=self._budget
         )
         holder.append(agent)
         assert self.tasks is not None and self.notify is not None
@@ -280,55 +341,41 @@ class Proxy:
             raise
         return agent
 
-    def _editor_files(self) -> dict[str, bool]:
-        """Which file methods the editor advertised."""
-        fs = self._client_caps.get("fs")
-        fs = fs if isinstance(fs, dict) else {}
-        return {
-            m.FS_READ_TEXT_FILE: fs.get("readTextFile") is True,
-            m.FS_WRITE_TEXT_FILE: fs.get("writeTextFile") is True,
-        }
+    async def _ask_editor(
+        self, session_id: str, method: str, params: JSONValue
+    ) -> JSONValue:
+        assert self.ask_editor is not None
+        return await self.ask_editor(session_id, method, params)
 
-    def _file_methods(self, editor_files: dict[str, bool]) -> tuple[str, ...]:
-        """The file methods the agent is offered: all with our own sandbox
-        (``--fs``), else only those the editor serves."""
-        if self.backend.fs:
-            return FILE_METHODS
-        return tuple(method for method, ok in editor_files.items() if ok)
+    async def _tell_editor(self, method: str, params: JSONValue) -> None:
+        assert self.tell_editor is not None
+        await self.tell_editor(method, params)
 
     def _config(
-        self, cwd: str, holder: list[RealAgent], forwarded: dict[str, bool]
+        self, cwd: str, holder: list[RealAgent], roots: list[str]
     ) -> AcpBackendConfig:
-        """The real agent's config: the editor's capabilities, our policy first."""
+        """The real agent's config: our own services as configured (the file
+        sandbox admits the session's ``additionalDirectories`` too), and our
+        policy first for permissions, then the editor (files, terminals and
+        elicitation go to the editor through ``EditorSide``)."""
         backend = self.backend
-        terminal = self._client_caps.get("terminal") is True
 
         async def delegate(method: str, params: JSONValue) -> JSONValue:
-            if method.startswith("terminal/"):
-                ask = terminal
-            else:
-                ask = forwarded.get(method, method == m.SESSION_REQUEST_PERMISSION)
-            if ask and holder and self.ask_editor is not None:
-                return await self.ask_editor(holder[0].editor_session, method, params)
-            if method.startswith("fs/") and not backend.fs:
-                # fs is advertised for the editor's sake: serve no other file op.
-                raise RemoteError(
-                    method, rpc_code=m.METHOD_NOT_FOUND, message="Method not found"
-                )
+            if method == m.SESSION_REQUEST_PERMISSION and holder:
+                return await self._ask_editor(holder[0].editor_session, method, params)
             return None  # our own sandbox and terminals, when enabled
 
         permission = self._permission
         return dataclasses.replace(
             backend,
             cwd=cwd,
+            extra_roots=(*backend.extra_roots, *roots),
             auth_method=self._auth_method,
             delegate=delegate,
             on_frame=self._agent_frames(backend),
             permission=_defer if permission == "ask" else permission,
             # The editor decides at its own pace: a person may be answering.
             permission_timeout=max(backend.permission_timeout, 24 * 3600.0),
-            fs=backend.fs or any(forwarded.values()),
-            terminal=backend.terminal or terminal,
         )
 
     def _agent_frames(self, backend: AcpBackendConfig) -> FrameObserver | None:
@@ -357,6 +404,17 @@ def editor_session_id(agent_id: str, taken: Container[str]) -> str:
     if agent_id and agent_id not in taken:
         return agent_id
     return f"sess_{uuid.uuid4().hex}"
+
+
+def _relaunched(method: dict[str, JSONValue]) -> JSONValue:
+    """A ``terminal`` auth method as the editor must run it: our command with
+    ``TERMINAL_LOGIN`` and the agent's arguments appended (ACP authentication:
+    the client appends ``args`` to the configured invocation, which is ours)."""
+    if method.get("type") != "terminal":
+        return method
+    args = method.get("args")
+    theirs = [a for a in args if isinstance(a, str)] if isinstance(args, list) else []
+    return {**method, "args": [TERMINAL_LOGIN, *theirs]}
 
 
 def _defer(request: PermissionRequest) -> None:

@@ -12,22 +12,28 @@ import anyio
 
 from ..._os.redact import redact, redact_json
 from ...bridge import OmaBridgeError, RemoteError
-from ..client import AgentProcess
-from ..rpc import RequestError, methods as m
+from ..client import FILE_METHODS, AgentProcess
+from ..rpc import RequestError, Router, invalid_params, methods as m
 from ._mapping import error_reply
+from ._offers import CLIENT_OFFERS, TERMINAL_METHODS, advertise, has
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Collection
+    from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup, TaskStatus
 
     from ...bridge import JSONValue
     from ..client import AcpBackendConfig
     from ..rpc import Params
+    from ._offers import Offer
 
     Notify = Callable[[dict[str, JSONValue]], Awaitable[None]]
+    #: Asks the editor ``method`` for the session it knows as the first argument.
+    AskEditor = Callable[[str, str, JSONValue], Awaitable[JSONValue]]
+    #: Sends the editor a notification.
+    TellEditor = Callable[[str, JSONValue], Awaitable[None]]
 
-__all__ = ("OUTBOX_BYTES", "RealAgent", "UpdateBudget")
+__all__ = ("OUTBOX_BYTES", "EditorSide", "RealAgent", "UpdateBudget")
 
 #: The most of the real agents' updates (their frames' bytes) read and not yet
 #: written to one editor, all its sessions together; beyond it no agent with
@@ -68,17 +74,43 @@ logger = logging.getLogger(__name__)
 
 
 @final
+class EditorSide:
+    """What the editor serves, from its ``clientCapabilities``: the rows of
+    ``CLIENT_OFFERS`` it has, and how to reach it."""
+
+    def __init__(
+        self, caps: dict[str, JSONValue], ask: AskEditor, tell: TellEditor
+    ) -> None:
+        self.caps, self.ask, self.tell = caps, ask, tell
+
+    def has(self, offer: Offer) -> bool:
+        return has(self.caps, offer)
+
+    def serves(self, method: str) -> bool:
+        """Whether a row the editor has routes ``method``."""
+        return any(method in o.methods and self.has(o) for o in CLIENT_OFFERS)
+
+
+@final
 class RealAgent(AgentProcess):
-    """One real agent process for one editor session, read in the background."""
+    """One real agent process for one editor session, read in the background.
+
+    Its routing table puts the editor first for every row of ``CLIENT_OFFERS``
+    the editor has (files, terminals, elicitation), then our own services
+    (``--fs``, ``--terminal``, the permission policy); what ``initialize``
+    advertises to it is derived from that table.
+    """
 
     def __init__(
         self,
         config: AcpBackendConfig,
         *,
-        file_methods: Collection[str],
+        editor: EditorSide,
         budget: UpdateBudget | None = None,
     ) -> None:
-        super().__init__(config, file_methods=file_methods)
+        super().__init__(config)
+        self._editor = editor
+        self.router = self._routes(self.router)
         #: What this agent's updates count against (its editor's, shared).
         self.budget = budget if budget is not None else UpdateBudget()
         #: The session id the editor knows.
@@ -96,6 +128,8 @@ class RealAgent(AgentProcess):
         self._queued_bytes = 0  # of the updates read, not yet forwarded
         self._progress: anyio.Event | None = None
         self._scope = anyio.CancelScope()
+        #: Set once the reader has ended (None: it never started).
+        self._read_done: anyio.Event | None = None
         self._tasks: TaskGroup | None = None
         self._in_turn = False
         self.turn_ended = anyio.Event()
@@ -112,23 +146,101 @@ class RealAgent(AgentProcess):
             self.turn_ended.set()
             self.turn_ended = anyio.Event()
 
+    # -- what it may ask ----------------------------------------------------------
+
+    def _routes(self, ours: Router) -> Router:
+        """The editor's services first, as it advertised them; then ours."""
+        requests: dict[str, Callable[[Params], Awaitable[JSONValue]]] = {}
+        notifications: dict[str, Callable[[Params], None]] = {}
+        for method in (m.SESSION_REQUEST_PERMISSION, *FILE_METHODS, *TERMINAL_METHODS):
+            if ours.serves(method):
+                requests[method] = _through(ours, method)
+        for method in (*FILE_METHODS, *TERMINAL_METHODS):
+            if self._editor.serves(method):
+                requests[method] = self._to_editor(method)
+        if self._editor.serves(m.ELICITATION_CREATE):
+            requests[m.ELICITATION_CREATE] = self._elicit
+        if self._editor.serves(m.ELICITATION_COMPLETE):
+            notifications[m.ELICITATION_COMPLETE] = self._elicitation_complete
+        notifications[m.SESSION_UPDATE] = self.on_session_update
+        return Router(requests, notifications)
+
+    def client_capabilities(self) -> dict[str, JSONValue]:
+        """Each row of ``CLIENT_OFFERS`` whose methods are routed (a row with
+        none, as the editor has it): offered is what is served."""
+
+        def offered(offer: Offer) -> bool:
+            if not offer.methods:
+                return self._editor.has(offer)
+            routed = all(self.router.serves(method) for method in offer.methods)
+            # One method, two modes: each mode only as the editor has it.
+            if m.ELICITATION_CREATE in offer.methods:
+                return routed and self._editor.has(offer)
+            return routed
+
+        return advertise(CLIENT_OFFERS, offered)
+
+    def _to_editor(self, method: str) -> Callable[[Params], Awaitable[JSONValue]]:
+        async def forward(params: Params) -> JSONValue:
+            return await self._ask(method, params.raw)
+
+        return forward
+
+    async def _ask(self, method: str, params: dict[str, JSONValue]) -> JSONValue:
+        try:
+            return await self._editor.ask(self.editor_session, method, params)
+        except RemoteError as exc:  # the editor's own answer, passed back
+            raise RequestError(exc.rpc_code, exc.rpc_message, exc.data) from None
+
+    async def _elicit(self, params: Params) -> JSONValue:
+        """``elicitation/create``: to the editor, in a mode it advertised."""
+        mode = params.get("mode")
+        offer = next(
+            (o for o in CLIENT_OFFERS if o.path == ("elicitation", mode)), None
+        )
+        if offer is None or not self._editor.has(offer):
+            # ACP: a mode the client has not advertised is -32602.
+            raise invalid_params(f"elicitation mode {mode!r} is not advertised")
+        if "sessionId" not in params.raw:
+            # Its requestId names a request of ours, which the editor never saw.
+            raise invalid_params(
+                "a request-scoped elicitation cannot pass through oma-bridge: "
+                "scope it to the session"
+            )
+        return await self._ask(m.ELICITATION_CREATE, params.raw)
+
+    def _elicitation_complete(self, params: Params) -> None:
+        if self._tasks is not None:
+            self._tasks.start_soon(self._tell, m.ELICITATION_COMPLETE, params.raw)
+
+    async def _tell(self, method: str, params: dict[str, JSONValue]) -> None:
+        try:
+            await self._editor.tell(method, params)
+        except Exception as exc:  # the editor is gone
+            logger.debug("%s was not forwarded: %s", method, exc)
+
     # -- reading it --------------------------------------------------------------
 
     async def read(self, notify: Notify, *, task_status: TaskStatus[None]) -> None:
         """Read the agent and forward its updates until it ends or is stopped."""
         assert self.conn is not None
-        with self._scope:
-            async with anyio.create_task_group() as tg:
-                self._tasks = tg
-                tg.start_soon(self._forward, notify)
-                task_status.started()
-                try:
-                    await self.conn.serve(pace=self._room)
-                except OmaBridgeError:
-                    pass  # conn.error holds it; the turn in flight explains it
-                finally:
-                    self._in.close()
-                    self.ready.set()  # nothing more will come: let it drain
+        done = self._read_done = anyio.Event()
+        try:
+            # The forwarder closes its end; stopped before it ran, closed here.
+            with self._out, self._scope:
+                async with anyio.create_task_group() as tg:
+                    self._tasks = tg
+                    tg.start_soon(self._forward, notify)
+                    task_status.started()
+                    try:
+                        await self.conn.serve(pace=self._room)
+                    except OmaBridgeError:
+                        pass  # conn.error holds it; the turn in flight explains it
+                    finally:
+                        self._in.close()
+                        self.ready.set()  # nothing more will come: let it drain
+        finally:
+            done.set()
 
     def on_session_update(self, params: Params) -> None:
         raw = params.raw
@@ -197,18 +309,24 @@ class RealAgent(AgentProcess):
     # -- requests to it ----------------------------------------------------------
 
     async def call(self, method: str, params: dict[str, JSONValue]) -> JSONValue:
-        """Pass an editor's request on (our session id becomes the agent's).
+        """Pass an editor's request on (our session id becomes the agent's);
+        its answer goes back after the updates the agent sent before it.
 
         Raises:
             RequestError: the agent's own error, redacted, or why it failed.
         """
         assert self.conn is not None
-        if "sessionId" in params:
+        if "sessionId" in params and self.session_id:
             params = {**params, "sessionId": self.session_id}
         try:
-            return await self.conn.request(method, params)
+            result = await self.conn.request(method, params)
         except OmaBridgeError as exc:
             raise await self.editor_error(exc) from None
+        if self.ready.is_set():
+            # As for a turn: the updates it sent first (current_mode_update
+            # before set_mode's answer) reach the editor first.
+            await self.flushed()
+        return result
 
     async def prompt(self, text: str) -> JSONValue:
         """One turn: the reply once its updates have reached the editor."""
@@ -263,7 +381,9 @@ class RealAgent(AgentProcess):
                 await self.turn_ended.wait()
         if self.in_turn:
             logger.info("the agent did not end a cancelled turn: stopping it")
-            await self.stop()
+            # From the reader's own task group: it cannot be waited for here.
+            self._scope.cancel()
+            await AgentProcess.stop(self)
 
     async def editor_error(self, exc: OmaBridgeError) -> RequestError:
         """What the editor is told: the agent's error redacted, or how it ended
@@ -281,5 +401,30 @@ class RealAgent(AgentProcess):
         return error_reply(await self.explain(exc))
 
     async def stop(self) -> None:
+        """Stop the reader, then the agent (bounded, shielded).
+
+        The reader is waited for before the pipes close: on asyncio, a wait
+        on a descriptor can only be woken by ``notify_closing`` from its own
+        task's context, so a reader still registered when its descriptor
+        closes leaves a stale registration behind, and the next agent's
+        descriptor with the same number never wakes (its initialize answer
+        went unread under load).
+        """
         self._scope.cancel()
+        done = self._read_done
+        if done is not None:
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(self.config.kill_grace),
+            ):
+                await done.wait()
         await super().stop()
+
+
+def _through(router: Router, method: str) -> Callable[[Params], Awaitable[JSONValue]]:
+    """A handler answering ``method`` with ``router``'s own."""
+
+    async def handle(params: Params) -> JSONValue:
+        return await router.handle_request(method, params.raw)
+
+    return handle

@@ -14,7 +14,11 @@ and refusing would fail that prompt while the cancelled turn is still ending.
 ``session/cancel`` also ends the prompts queued before it, as ``cancelled``.
 A session idle for ``idle_timeout`` seconds has its agent stopped; its next
 prompt opens a new one (behind ``--acp``, loading the session when the agent
-can). ``session/close`` stops it and forgets the session.
+can). ``session/close`` stops it and forgets the session; so does
+``session/delete``, which behind ``--acp`` the agent is then asked to do too.
+For a wrapped command, ``session/list`` and ``session/resume`` work over the
+sessions this process keeps, and ``session/set_mode`` and
+``session/set_config_option`` are -32602: it offers no modes or options.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from ._mapping import (
     served_capabilities,
     session_update,
 )
+from ._offers import AGENT_OFFERS, find, has
 from ._proxy import Proxy, editor_session_id
 from ._sessions import Session, agent_config, replay, session_directory
 
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
     from ...bridge import AgentRunResult, JSONValue
     from ..client import PermissionPolicy
     from ..rpc import Connection
+    from ._offers import Offer
     from ._real_agent import RealAgent
     from ._transcript import Transcript
 
@@ -139,26 +145,49 @@ class Server:
         return proxy
 
     def _router(self) -> Router:
+        # One handler per stable method of the agent role; what initialize
+        # advertises is derived from this table and, behind --acp, from what
+        # the real agent has (see _offered). Removed methods (session/set_model)
+        # and extension methods ("_"-prefixed) are not routed: -32601, as
+        # ACP's extensibility section says for methods an agent does not know.
         requests: dict[str, Callable[[Params], Awaitable[JSONValue]]] = {
             m.INITIALIZE: self._initialize,
             m.AUTHENTICATE: self._authenticate,
             m.SESSION_NEW: self._new_session,
             m.SESSION_LOAD: self._load_session,
+            m.SESSION_RESUME: self._resume_session,
+            m.SESSION_LIST: self._list_sessions,
             m.SESSION_CLOSE: self._close_session,
+            m.SESSION_DELETE: self._delete_session,
+            m.SESSION_SET_MODE: self._set_mode,
+            m.SESSION_SET_CONFIG_OPTION: self._set_config_option,
             m.SESSION_PROMPT: self._prompt,
         }
         if self.proxy is not None:
-            # Passed on as they are; set_model is unstable in ACP, but agents
-            # that list models (claude-agent-acp) take it and editors send it.
-            for method in (
-                m.SESSION_SET_MODE,
-                m.SESSION_SET_CONFIG_OPTION,
-                m.SESSION_SET_MODEL,
-            ):
-                requests[method] = self._pass_on(method)
-        # Extension methods ("_"-prefixed) are not routed: -32601, as ACP's
-        # extensibility section says for methods an agent does not know.
+            requests[m.LOGOUT] = self._logout
         return Router(requests, {m.SESSION_CANCEL: self._cancel})
+
+    def _offered(self, offer: Offer) -> bool:
+        """Whether ``offer`` is advertised to the editor: its methods are
+        routed here and, behind ``--acp``, the real agent has it too (closing
+        aside: that is ours, the agent's process stops)."""
+        if not all(self.router.serves(method) for method in offer.methods):
+            return False
+        if self.proxy is None:
+            return bool(offer.methods)
+        if offer.methods == (m.SESSION_CLOSE,):
+            return True
+        return has(self.proxy.agent_capabilities, offer)
+
+    def _require(self, method: str) -> None:
+        """-32601 for a method whose capability is not advertised."""
+        for offer in AGENT_OFFERS:
+            if method in offer.methods and not self._offered(offer):
+                raise RequestError(
+                    m.METHOD_NOT_FOUND,
+                    f"Method not found: {method} (the agent behind oma-bridge "
+                    f"does not offer {offer.name})",
+                )
 
     def attach(self, conn: Connection, tasks: TaskGroup) -> None:
         """Use ``conn`` to reach the editor, and ``tasks`` for background work."""
@@ -167,6 +196,7 @@ class Server:
             self.proxy.tasks = tasks
             self.proxy.notify = self._notify_update
             self.proxy.ask_editor = self._ask_editor
+            self.proxy.tell_editor = self._tell_editor
 
     # -- initialize -------------------------------------------------------------------
 
@@ -197,9 +227,10 @@ class Server:
     def capabilities(self) -> dict[str, JSONValue]:
         """The ``agentCapabilities``: derived from what is routed and accepted
         (behind ``--acp``: what the real agent has, as far as that goes)."""
-        if self.proxy is not None:
-            return self.proxy.capabilities()
-        return served_capabilities(self.router.serves(m.SESSION_LOAD))
+        passed: dict[str, JSONValue] = {}
+        if self.proxy is not None and "_meta" in self.proxy.agent_capabilities:
+            passed["_meta"] = self.proxy.agent_capabilities["_meta"]
+        return served_capabilities(self._offered, passed)
 
     async def _authenticate(self, params: Params) -> JSONValue:
         if self.proxy is None:
@@ -213,14 +244,15 @@ class Server:
     async def _new_session(self, params: Params) -> JSONValue:
         cwd = self._session_cwd(params)
         servers = params.items("mcpServers")
+        roots = self._roots(params)
         if self.proxy is None:
             session_id = f"sess_{uuid.uuid4().hex}"
             self._add(Session(session_id, cwd, servers, proxied=False))
             logger.info("session %s in %s", session_id, cwd)
             return {"sessionId": session_id}
-        real, result = await self.proxy.open(cwd, servers)
+        real, result = await self.proxy.open(cwd, servers, roots=roots)
         session_id = editor_session_id(real.session_id, self._sessions)
-        session = Session(session_id, cwd, servers, proxied=True)
+        session = Session(session_id, cwd, servers, proxied=True, roots=roots)
         session.attach(real, real.session_id)
         self._add(session)
         answer = {**result, "sessionId": session_id}
@@ -238,18 +270,32 @@ class Server:
         return answer
 
     async def _load_session(self, params: Params) -> JSONValue:
+        return await self._reopen_session(params, "load")
+
+    async def _resume_session(self, params: Params) -> JSONValue:
+        self._require(m.SESSION_RESUME)
+        return await self._reopen_session(params, "resume")
+
+    async def _reopen_session(
+        self, params: Params, how: Literal["load", "resume"]
+    ) -> JSONValue:
+        """``session/load`` (the history replayed first) or ``session/resume``
+        (no replay, ACP session setup)."""
         session_id = params.text("sessionId")
         cwd = self._session_cwd(params)
         servers = params.items("mcpServers")
+        roots = self._roots(params)
         session = self._sessions.get(session_id)
-        if self.proxy is not None and self.proxy.loads:
+        if self.proxy is not None and self.proxy.reopens(how):
             agent_session = session_id
             if session is not None:
                 agent_session = session.agent_session
                 async with session.lock:
                     await session.close_agent()
-            real, result = await self.proxy.open(cwd, servers, load=agent_session)
-            session = Session(session_id, cwd, servers, proxied=True)
+            real, result = await self.proxy.open(
+                cwd, servers, roots=roots, load=agent_session, how=how
+            )
+            session = Session(session_id, cwd, servers, proxied=True, roots=roots)
             session.attach(real, agent_session)
             self._add(session)
             return {k: v for k, v in result.items() if k != "sessionId"}
@@ -262,21 +308,114 @@ class Server:
         async with session.lock:
             await session.close_agent()  # the next prompt opens it in cwd
             session.cwd, session.servers = cwd, servers
-            for update in replay(session.history):
-                await self._notify_update({"sessionId": session_id, "update": update})
+            if how == "load":
+                for update in replay(session.history):
+                    await self._notify_update(
+                        {"sessionId": session_id, "update": update}
+                    )
         self._arm(session)
         return {}
+
+    async def _list_sessions(self, params: Params) -> JSONValue:
+        """``session/list``: the real agent's (its ids made the editor's), or
+        ours, one page (a cursor we never gave is -32602, as ACP suggests)."""
+        cwd = params.optional_text("cwd")
+        if cwd is not None and not os.path.isabs(cwd):
+            raise invalid_params("cwd must be an absolute path")
+        if self.proxy is not None:
+            self._require(m.SESSION_LIST)
+            result = await self.proxy.call(
+                m.SESSION_LIST, params.raw, via=self._running_agent()
+            )
+            ours = {s.agent_session: s.id for s in self._sessions.values()}
+            return _renamed_sessions(result, ours)
+        if params.optional_text("cursor") is not None:
+            raise invalid_params(
+                "Unknown cursor: oma-bridge lists every session in one page"
+            )
+        return {
+            "sessions": [
+                session.info()
+                for session in self._sessions.values()
+                if cwd is None or session.cwd == cwd
+            ]
+        }
 
     async def _close_session(self, params: Params) -> JSONValue:
         session = self._sessions.pop(params.text("sessionId"), None)
         if session is None:
             raise RequestError(m.RESOURCE_NOT_FOUND, "Unknown session")
+        await self._end(session, close=True)
+        return {}
+
+    async def _delete_session(self, params: Params) -> JSONValue:
+        """``session/delete``: forgotten here (and its agent stopped), then,
+        behind ``--acp``, deleted by the agent; an unknown id succeeds (ACP)."""
+        session_id = params.text("sessionId")
+        if self.proxy is not None:
+            self._require(m.SESSION_DELETE)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            await self._end(session, close=False)
+        if self.proxy is None:
+            return {}
+        agent_session = session.agent_session if session is not None else session_id
+        return await self.proxy.call(
+            m.SESSION_DELETE,
+            {**params.raw, "sessionId": agent_session},
+            via=self._running_agent(),
+        )
+
+    def _running_agent(self) -> RealAgent | None:
+        """A session's real agent still running (it answers for them all)."""
+        for session in self._sessions.values():
+            if session.real is not None and not session.real.broken:
+                return session.real
+        return None
+
+    async def _end(self, session: Session, *, close: bool) -> None:
+        """Cancel a forgotten session's turns and stop its agent (``close``:
+        telling the agent first when it offers ``session/close``)."""
         session.cancel(arrival() + 1)
         if session.timer is not None:
             session.timer.cancel()
         async with session.lock:
+            real = session.real
+            if close and real is not None and not real.broken and self.proxy:
+                await self.proxy.close_session(real)
             await session.close_agent()
-        return {}
+
+    async def _set_mode(self, params: Params) -> JSONValue:
+        return await self._set(params, m.SESSION_SET_MODE, "modeId", "modes")
+
+    async def _set_config_option(self, params: Params) -> JSONValue:
+        return await self._set(
+            params, m.SESSION_SET_CONFIG_OPTION, "configId", "config options"
+        )
+
+    async def _set(
+        self, params: Params, method: str, field: str, what: str
+    ) -> JSONValue:
+        """Passed on behind ``--acp``; otherwise -32602: a wrapped command has
+        no modes or config options (session/new offers none), so no id names
+        one of them."""
+        session = self._session(params)
+        name = params.text(field)
+        if not session.proxied:
+            raise invalid_params(
+                f"{name!r} is not one of this session's {what}: a wrapped "
+                f"command has none (session/new offered no {what})"
+            )
+        async with session.lock:
+            real = await self._open_real(session)
+            result = await real.call(method, params.raw)
+        self._arm(session)
+        return result
+
+    async def _logout(self, params: Params) -> JSONValue:
+        self._require(m.LOGOUT)
+        assert self.proxy is not None
+        return await self.proxy.call(m.LOGOUT, params.raw, via=self._running_agent())
 
     def _add(self, session: Session) -> None:
         self._sessions[session.id] = session
@@ -289,18 +428,22 @@ class Server:
             return self._cwd
         return cwd
 
-    def _pass_on(self, method: str) -> Callable[[Params], Awaitable[JSONValue]]:
-        """A handler passing ``method`` on to the session's real agent."""
-
-        async def pass_on(params: Params) -> JSONValue:
-            session = self._session(params)
-            async with session.lock:
-                real = await self._open_real(session)
-                result = await real.call(method, params.raw)
-            self._arm(session)
-            return result
-
-        return pass_on
+    def _roots(self, params: Params) -> list[str]:
+        """``additionalDirectories``: absolute paths, and only when advertised
+        (ACP: clients MUST NOT send them otherwise; dropping them silently
+        would narrow the session the editor asked for)."""
+        roots = params.items("additionalDirectories")
+        if not roots:
+            return []
+        offer = find(AGENT_OFFERS, "sessionCapabilities", "additionalDirectories")
+        if not self._offered(offer):
+            raise invalid_params(
+                "additionalDirectories are not supported: oma-bridge does not "
+                "advertise sessionCapabilities.additionalDirectories here"
+            )
+        if not all(isinstance(r, str) and os.path.isabs(r) for r in roots):
+            raise invalid_params("additionalDirectories must be absolute paths")
+        return [str(r) for r in roots]
 
     # -- idle agents ------------------------------------------------------------------
 
@@ -370,6 +513,7 @@ class Server:
         result: AgentRunResult | None = None
         replies: list[str] = []
         session.remember("user", text)
+        session.touch(text)
         async with stream as events:
             async for event in events:
                 if isinstance(event, (DoneEvent, ErrorEvent)):
@@ -407,15 +551,23 @@ class Server:
             return real
         assert self.proxy is not None
         await session.close_agent()
-        if self.proxy.loads:
-            # The agent keeps the conversation: load it, and show no replay
-            # (the editor has it already).
+        how = self.proxy.reopen_how()
+        if how is not None:
+            # The agent keeps the conversation: load (or resume) it, and show
+            # no replay (the editor has it already).
             real, _ = await self.proxy.open(
-                session.cwd, session.servers, load=session.agent_session, replay=False
+                session.cwd,
+                session.servers,
+                roots=session.roots,
+                load=session.agent_session,
+                how=how,
+                replay=False,
             )
             session.real = real
         else:
-            real, _ = await self.proxy.open(session.cwd, session.servers)
+            real, _ = await self.proxy.open(
+                session.cwd, session.servers, roots=session.roots
+            )
             session.attach(real, real.session_id)
             real.ready.set()
         return real
@@ -464,6 +616,10 @@ class Server:
         request["sessionId"] = session_id  # the editor knows our id, not the agent's
         return await self.conn.request(method, request)
 
+    async def _tell_editor(self, method: str, params: JSONValue) -> None:
+        assert self.conn is not None
+        await self.conn.notify(method, params)
+
     async def aclose(self) -> None:
         """Stop every session's agent, all at once (shielded by the caller).
 
@@ -476,3 +632,18 @@ class Server:
                 tg.start_soon(session.close_agent)
             if self.proxy is not None:
                 tg.start_soon(self.proxy.aclose)
+
+
+def _renamed_sessions(result: JSONValue, ours: dict[str, str]) -> JSONValue:
+    """A ``session/list`` answer with each agent session id made the editor's."""
+    listed = result.get("sessions") if isinstance(result, dict) else None
+    if not isinstance(result, dict) or not isinstance(listed, list):
+        return result
+    sessions: list[JSONValue] = []
+    for info in listed:
+        if isinstance(info, dict):
+            agent_id = info.get("sessionId")
+            if isinstance(agent_id, str) and agent_id in ours:
+                info = {**info, "sessionId": ours[agent_id]}
+        sessions.append(info)
+    return {**result, "sessions": sessions}

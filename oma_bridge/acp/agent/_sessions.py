@@ -10,6 +10,7 @@ reconnects starts a new ``serve``, which knows none of them.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from typing import TYPE_CHECKING, Literal, final
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 #: entries go first (a long session must not hold every reply forever).
 HISTORY_CHARS = 4 * 1024 * 1024
 
+#: The characters of a session's first prompt its ``session/list`` title keeps.
+TITLE_CHARS = 80
+
 __all__ = ("Session", "agent_config", "replay", "session_directory")
 
 logger = logging.getLogger(__name__)
@@ -46,6 +50,7 @@ class Session:
         cwd: Where its agent works.
         servers: The editor's MCP servers for it.
         proxied: Behind ``serve --acp``: a real ACP agent's session.
+        roots: Its ``additionalDirectories`` (behind ``serve --acp``).
     """
 
     def __init__(
@@ -55,11 +60,16 @@ class Session:
         servers: list[JSONValue],
         *,
         proxied: bool,
+        roots: list[str] | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
         self.servers = servers
         self.proxied = proxied
+        self.roots = roots or []
+        #: For session/list: the first prompt's first line, and the last activity.
+        self.title: str | None = None
+        self.updated_at = _now()
         #: The real agent's own id for this session (behind serve --acp).
         self.agent_session = session_id
         #: The wrapped agent while open (not behind serve --acp).
@@ -93,6 +103,24 @@ class Session:
         # answered, as ACP's cancellation section asks.
         conn, request_id = self.running
         conn.cancel_incoming(request_id, {"stopReason": "cancelled"})
+
+    def touch(self, prompt: str) -> None:
+        """A prompt arrived: the session is active now (and titled, once)."""
+        self.updated_at = _now()
+        if self.title is None:
+            line = prompt.strip().split("\n", 1)[0]
+            self.title = line[:TITLE_CHARS] or None
+
+    def info(self) -> dict[str, JSONValue]:
+        """The ``SessionInfo`` of ``session/list``."""
+        info: dict[str, JSONValue] = {
+            "sessionId": self.id,
+            "cwd": self.cwd,
+            "updatedAt": self.updated_at,
+        }
+        if self.title is not None:
+            info["title"] = self.title
+        return info
 
     def spend(self, cost: float | None) -> None:
         """A turn ended having cost ``cost`` (None: it reported none)."""
@@ -144,6 +172,11 @@ class Session:
                     await real.stop()
             except Exception:
                 logger.exception("stopping the agent of session %s failed", self.id)
+
+
+def _now() -> str:
+    """The current time, ISO 8601 in UTC (``SessionInfo.updatedAt``)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def replay(history: list[tuple[Literal["user", "agent"], str]]) -> list[JSONValue]:

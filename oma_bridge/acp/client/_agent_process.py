@@ -220,6 +220,15 @@ class AgentProcess:
         else:
             self.loaded = await self.load(config.session_id)
 
+    def client_capabilities(self) -> dict[str, JSONValue]:
+        """What ``initialize`` advertises: derived from the routing table, so
+        advertised is what is routed (a proxy derives its own the same way)."""
+        return client_capabilities(
+            self.router,
+            boolean_options=self.boolean_options,
+            terminal_login=self.config.terminal_login,
+        )
+
     def _take_additional_dirs(self) -> None:
         """``config.additional_directories``, if the agent takes them (ACP:
         sent only when it advertises them), admitted by the sandbox too."""
@@ -259,12 +268,7 @@ class AgentProcess:
     def _initialize_params(self) -> dict[str, JSONValue]:
         return {
             "protocolVersion": m.PROTOCOL_VERSION,
-            # Derived from the routing table: advertised is what is routed.
-            "clientCapabilities": client_capabilities(
-                self.router,
-                boolean_options=self.boolean_options,
-                terminal_login=self.config.terminal_login,
-            ),
+            "clientCapabilities": self.client_capabilities(),
             "clientInfo": {"name": "oma-bridge", "version": __version__},
         }
 

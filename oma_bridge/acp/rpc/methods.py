@@ -19,7 +19,6 @@ SESSION_LOAD: Final = "session/load"
 SESSION_RESUME: Final = "session/resume"
 SESSION_SET_MODE: Final = "session/set_mode"
 SESSION_SET_CONFIG_OPTION: Final = "session/set_config_option"
-SESSION_SET_MODEL: Final = "session/set_model"  # unstable in ACP
 SESSION_PROMPT: Final = "session/prompt"
 SESSION_CANCEL: Final = "session/cancel"  # notification
 SESSION_CLOSE: Final = "session/close"

@@ -87,9 +87,11 @@ async def test_the_editor_sees_modes_and_auth_methods_and_switches_mode(
             config_id="model", session_id=sid, value="m2"
         )
         reply = await prompt(conn, sid, "hello")
-        return init, started, new, options, reply.stop_reason, editor.text(sid)
+        listed = await conn.list_sessions(cwd=str(tmp_path))
+        text = editor.text(sid)
+        return init, started, new, options, reply.stop_reason, text, listed
 
-    (init, started, new, options, stop, text), sent = await drive(
+    (init, started, new, options, stop, text, listed), sent = await drive(
         scenario, *serve_args(tmp_path), editor=editor
     )
     assert [m.id for m in init.auth_methods] == ["peer-login"]
@@ -102,7 +104,8 @@ async def test_the_editor_sees_modes_and_auth_methods_and_switches_mode(
         False,
         False,
     )
-    assert caps.session_capabilities.list is None  # not passed on: not advertised
+    assert caps.session_capabilities.list is not None  # the agent's, passed on
+    assert caps.session_capabilities.resume is None  # the agent has none
     assert caps.session_capabilities.close is not None  # we close sessions
     assert len(started) == 1
     assert new.modes.current_mode_id == "ask"
@@ -116,8 +119,12 @@ async def test_the_editor_sees_modes_and_auth_methods_and_switches_mode(
     calls = peer_log(tmp_path)
     assert ["session/set_mode", new.session_id, started[0]] in calls
     assert [c[0] for c in calls].count("initialize") == 1
+    # session/list went to the running agent (no new one started for it).
+    assert ["session/list", "", started[0]] in calls
+    assert [s.session_id for s in listed.sessions] == [new.session_id]
     seen = check_frames(sent)
     assert {
+        "reply:session/list",
         "reply:session/set_mode",
         "reply:session/set_config_option",
         "update:available_commands_update",

@@ -19,11 +19,19 @@ async def test_initialize_advertises_only_what_is_routed(tmp_path) -> None:
         mode = await editor.call(1, "session/set_mode", {"sessionId": "s"})
         load = await editor.call(2, "session/load", {"sessionId": "s", "cwd": "/"})
     caps = init["result"]["agentCapabilities"]
-    # A wrapped agent's session is its history, kept here: loadable.
+    # A wrapped agent's session is its history, kept here: loadable, and
+    # listed, resumed, closed and deleted here.
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"close": {}}
+    assert caps["sessionCapabilities"] == {
+        "list": {},
+        "resume": {},
+        "close": {},
+        "delete": {},
+    }
+    assert "auth" not in caps  # no logout: there is no login
+    assert caps["mcpCapabilities"] == {"http": False, "sse": False}
     assert load["error"]["code"] == -32002  # routed; that session is unknown
-    assert mode["error"]["code"] == -32601  # modes exist only behind --acp
+    assert mode["error"]["code"] == -32602  # routed; no such session
     assert init["result"]["authMethods"] == []
     server = Server(Echo(), permission="ask")
     assert server.capabilities() == caps
@@ -34,9 +42,14 @@ async def test_initialize_advertises_only_what_is_routed(tmp_path) -> None:
         m.SESSION_PROMPT,
         m.SESSION_CANCEL,
         m.SESSION_CLOSE,
+        m.SESSION_LIST,
+        m.SESSION_RESUME,
+        m.SESSION_DELETE,
+        m.SESSION_SET_MODE,
+        m.SESSION_SET_CONFIG_OPTION,
     ):
         assert server.router.serves(method), method
-    assert not server.router.serves(m.SESSION_SET_MODE)
+    assert not server.router.serves(m.LOGOUT)
 
 
 async def test_the_initialize_answer_matches_the_official_schema() -> None:
@@ -121,7 +134,8 @@ async def test_a_wrong_prompt_on_a_real_session_is_invalid_params(
 
 
 @pytest.mark.parametrize(
-    "method", ["session/resume", "session/set_mode", "_example.com/ping", "fly"]
+    "method",
+    ["session/set_model", "session/fork", "logout", "_example.com/ping", "fly"],
 )
 async def test_methods_not_in_the_table_are_method_not_found(method: str) -> None:
     async with serving(Echo()) as editor:
