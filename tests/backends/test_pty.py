@@ -173,7 +173,8 @@ async def test_a_done_pattern_ends_a_program_that_would_keep_running() -> None:
             result = await agent.run("go")
     assert result.success, result.error
     assert result.output.startswith("answer: go\n")
-    assert result.output.endswith("tty yes\n> ")
+    assert result.output.endswith("tty yes\n")  # the idle prompt is not output
+    assert result.raw_output.endswith("tty yes\r\n> ")  # as the program drew it
     assert result.exit_code == -signal.SIGTERM  # stopped, as the pattern asked
     assert_reaped(int(field(result.output, "pid")))
 
@@ -193,7 +194,32 @@ async def test_the_prompt_waits_for_the_ready_pattern_and_done_for_the_prompt() 
         with anyio.fail_after(HANG_GUARD):
             result = await agent.run("after the banner")
     assert result.success, result.error
-    assert result.output == "ready> answer: after the banner\nsize 24x80\n> "
+    # The output is the answer alone: the prompt it followed ("ready> ") and
+    # the idle prompt that ended the run ("> ") were the program's, not the
+    # answer's (both were kept); the raw stream keeps them.
+    assert result.output == "answer: after the banner\nsize 24x80\n"
+    assert result.raw_output.endswith(
+        "ready> answer: after the banner\r\nsize 24x80\r\n> "
+    )
+
+
+async def test_streamed_text_is_the_answer_without_the_programs_prompts() -> None:
+    config = pty_peer(
+        "needs_tty.py",
+        "--banner",
+        "--forever",
+        ready_pattern=r"^ready> $",
+        done_pattern=r"^(ready)?> ",
+    )
+    texts: list[str] = []
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            async for event in agent.stream("streamed"):
+                if isinstance(event, TextEvent):
+                    texts.append(event.text)
+                elif isinstance(event, DoneEvent):
+                    result = event.result
+    assert "".join(texts) == result.output == "answer: streamed\nsize 24x80\n"
 
 
 async def test_a_done_pattern_that_never_matches_lets_the_run_end_on_exit() -> None:

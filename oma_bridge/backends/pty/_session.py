@@ -121,6 +121,7 @@ class PtySession:
         self._typing = b""  # what io() types (it alone changes it)
         self._held = b""  # the prompt, until the ready pattern shows
         self._on_ready_line = False  # still on the line the prompt was typed on
+        self._shown_prompt = ""  # the program's prompt, cut from the answer's line
         self.child: Child | None = None
         self._term: fdspawn[bytes] | None = None
         self._env = env
@@ -245,6 +246,9 @@ class PtySession:
             if self._shows(self._ready, lines.splitlines()):
                 self._typing, self._held = self._held, b""
                 self._on_ready_line = True
+                drawn = self._screen.partial(MAX_COLUMNS)
+                if self._ready is not None and self._ready.search(drawn):
+                    self._shown_prompt = drawn  # "ready> ": the answer follows it
         elif self._done is not None and not self._typing and not self.completed:
             new = lines.splitlines()
             if self._on_ready_line:
@@ -263,6 +267,13 @@ class PtySession:
         return any(pattern.search(line) for line in (*lines, drawn))
 
     def _text(self, text: str) -> None:
+        if self._on_ready_line and self._shown_prompt:
+            # The program's prompt is not the answer: the line it began on
+            # reads "ready> answer ...", and only the answer is output.
+            prompt, self._shown_prompt = self._shown_prompt, ""
+            text = text.removeprefix(prompt)
+            if not text:
+                return
         room = self.config.max_output_bytes - self._shown
         data = text.encode()
         if len(data) > room:  # a short escape sequence can draw a long line
@@ -361,6 +372,9 @@ class PtySession:
         self.over = True
         rest = self._screen.feed(self._decoder.decode(b"", final=True))
         rest += self._screen.flush()
+        drawn = rest.rpartition("\n")[2]
+        if self.completed and drawn and self._done and self._done.search(drawn):
+            rest = rest[: -len(drawn)]  # the idle prompt ("> ") that ended the run
         if rest:
             self._text(rest)
         error = self._error()
