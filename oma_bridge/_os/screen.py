@@ -114,8 +114,10 @@ class Screen:
             mode = params or "0"
             if mode == "0":
                 del self._line[self._col :]
+            elif mode == "1" and self._col + 1 >= len(self._line):
+                self._line.clear()  # all of it: blank, not a line of spaces
             elif mode == "1":
-                self._line[: self._col + 1] = " " * min(self._col + 1, len(self._line))
+                self._line[: self._col + 1] = " " * (self._col + 1)
             elif mode == "2":
                 self._line.clear()
             return

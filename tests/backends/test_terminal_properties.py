@@ -94,6 +94,9 @@ def cut(text: str, points: list[int]) -> list[str]:
 @SETTINGS
 @given(terminal_text, st.lists(st.integers(0, 1000), max_size=8))
 @example("a\x1b[99999Gb\x1b[4096C\x1b[1Kc\n" * 3, [5, 17])
+# Text past the widest line, then an erase to the cursor: the erased text came
+# back as more spaces than the program sent or a terminal is wide.
+@example("\x1b[4096Cab\x1b[1K", [])
 def test_the_screen_draws_no_line_wider_than_a_terminal_beyond_its_text(
     text: str, points: list[int]
 ) -> None:
