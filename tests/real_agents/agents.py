@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from oma_bridge import PRESETS
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
@@ -50,13 +52,15 @@ KEY = "sk-stub-not-a-real-key"
 @dataclass(frozen=True)
 class Tool:
     """How the route's model calls a tool (its name and arguments, given the
-    workspace), and what the agent then reports: over ACP its ``kind``; in a
-    process stream a title holding ``title`` (default: the tool's name)."""
+    workspace), and what the agent then reports: its ``kind`` (in a process
+    stream ``process_kind`` where that differs: ``codex exec`` reports every
+    command as one), and a title holding ``title`` where given."""
 
     name: str
     arguments: Callable[[Path], dict[str, Any]]
     kind: str
     title: str = ""
+    process_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,11 @@ CLAUDE_TOOLS = {
 CLAUDE_TOOLS["deny"] = CLAUDE_TOOLS["write"]
 CODEX_TOOLS = {
     "read": Tool(
-        "exec_command", lambda ws: {"cmd": "cat notes.txt"}, "read", "cat notes.txt"
+        "exec_command",
+        lambda ws: {"cmd": "cat notes.txt"},
+        "read",
+        "cat notes.txt",
+        process_kind="execute",
     ),
     "write": Tool(
         "exec_command",
@@ -387,7 +395,15 @@ ROUTES = {
             acp=True,
             **OPENCODE,
         ),
-        Route("copilot", "copilot", "copilot", copilot_setup, COPILOT_TOOLS),
+        # Headless, it refuses every write and command not allowed up front.
+        Route(
+            "copilot",
+            "copilot",
+            "copilot",
+            copilot_setup,
+            COPILOT_TOOLS,
+            options={"args": ("--allow-all-tools", *PRESETS["copilot"].args)},
+        ),
         # It reports a file it created as a message: "Info: PATH".
         Route(
             "copilot-acp",
