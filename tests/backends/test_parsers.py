@@ -536,6 +536,6 @@ def test_copilot_file_tools_have_their_kinds() -> None:
         b'"arguments":{"path":"/w/f"}}]}}\n'
         for name in (b"view", b"create", b"edit")
     )
-    parser, events = parse("copilot-json", lines)
+    _, events = parse("copilot-json", lines)
     kinds = [(c.id, c.kind) for c in of(events, ToolCallEvent)]
     assert kinds == [("view", "read"), ("create", "edit"), ("edit", "edit")]
