@@ -48,7 +48,7 @@ class World:
         """The route's preset, pointed at the stub, run in the workspace;
         ``allow``: the agent's own settings allow writes and commands."""
         assert self.stub is not None, "serve() first"
-        env = self.route.setup(self.home, self.stub.url, allow)
+        env = self.route.setup(self.stub, self.home, allow)
         if self.route.node22:
             node = self.node_modules / "node" / "bin"
             env["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
