@@ -15,10 +15,18 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, final
 
 import anyio
@@ -41,7 +49,17 @@ if TYPE_CHECKING:
 
     from .bridge import JSONValue, OmaBridgeError, StreamEvent, ToolCallRecord
 
-__all__ = ("ScriptedBackend", "ToolCall", "Turn", "TurnFunction")
+__all__ = (
+    "STUB_SCRUB_ENV",
+    "ModelStub",
+    "ModelToolCall",
+    "ModelTurn",
+    "ScriptedBackend",
+    "ToolCall",
+    "Turn",
+    "TurnFunction",
+    "model_stub",
+)
 
 
 @dataclass(frozen=True)
@@ -299,3 +317,286 @@ def _record(call: ToolCall) -> ToolCallRecord:
     return ToolCallRecord(
         call.id, call.title, call.kind, call.status, call.raw_input, call.raw_output
     )
+
+
+# --- The real CLIs against a model-API stub -----------------------------------
+
+#: Credentials and endpoints a developer's shell may hold: scrub them
+#: (``scrub_env``) so a run against the stub never reaches a real account.
+STUB_SCRUB_ENV: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDECODE",
+    "CLAUDE_CONFIG_DIR",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+    "CODEX_HOME",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_CLOUD_PROJECT",
+    "GEMINI_MODEL",
+    "COPILOT_GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "COPILOT_PROVIDER_BASE_URL",
+    "COPILOT_PROVIDER_API_KEY",
+    "COPILOT_MODEL",
+)
+_KEY = "sk-stub-not-a-real-key"
+_LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
+
+
+@dataclass(frozen=True)
+class ModelToolCall:
+    """A tool call the model makes: the agent's own tool ``name`` (Claude
+    Code's ``Read``, Codex's ``exec_command``, Gemini CLI's ``read_file``)
+    with its ``arguments``; ``id`` is the model's call id."""
+
+    id: str
+    name: str
+    arguments: dict[str, JSONValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """What the model does in one agent turn, found by ``marker`` in the last
+    user message: each tool call in ``tool_calls``, one model request each,
+    then ``text``. Request ``i`` bills ``usage[i]`` (input, output tokens);
+    missing entries bill nothing."""
+
+    marker: str
+    text: str
+    tool_calls: tuple[ModelToolCall, ...] = ()
+    usage: tuple[tuple[int, int], ...] = ()
+
+    def fixtures(self) -> list[dict[str, JSONValue]]:
+        """The turn as aimock fixtures: request ``i`` is the one holding ``i``
+        assistant messages (``turnIndex``, strict in ``model_stub``)."""
+        steps: list[dict[str, JSONValue]] = [
+            {"toolCalls": [{"id": c.id, "name": c.name, "arguments": c.arguments}]}
+            for c in self.tool_calls
+        ]
+        steps.append({"content": self.text})
+        if len(self.usage) > len(steps):
+            raise ValueError(f"{len(self.usage)} usages for {len(steps)} requests")
+        out: list[dict[str, JSONValue]] = []
+        for i, step in enumerate(steps):
+            tokens = self.usage[i] if i < len(self.usage) else (0, 0)
+            match: dict[str, JSONValue] = {"userMessage": self.marker}
+            if self.tool_calls:
+                match["turnIndex"] = i
+            usage: dict[str, JSONValue] = {
+                "prompt_tokens": tokens[0],
+                "completion_tokens": tokens[1],
+                "total_tokens": tokens[0] + tokens[1],
+            }
+            out.append({"match": match, "response": {**step, "usage": usage}})
+        return out
+
+
+@dataclass
+class ModelStub:
+    """A running model-API stub (aimock on 127.0.0.1); ``url`` is its base.
+    Stop it with ``stop()``, or use it as a context manager."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    workdir: Path
+    _owns_workdir: bool = False
+
+    def env(
+        self, agent: str, home: str | os.PathLike[str], *, allow: bool = True
+    ) -> dict[str, str]:
+        """The environment that points ``agent`` (a preset name: ``claude``,
+        ``claude-acp``, ``codex``, ``codex-acp``, ``gemini``, ``gemini-acp``)
+        at this stub, with its config files written into the scratch ``home``
+        (HOME and the XDG directories are set to it, so no real login or config
+        is read). ``allow``: the agent's own settings let it write and run
+        commands without asking (its headless mode refuses them otherwise)."""
+        home = Path(home)
+        base = agent.removesuffix("-acp")
+        setup = _SETUPS.get(base)
+        if setup is None:
+            known = ", ".join(f"{n}, {n}-acp" for n in _SETUPS)
+            raise ValueError(f"no stub setup for agent {agent!r} (known: {known})")
+        return {**_home_env(home), **setup(home, self.url, allow, agent)}
+
+    def options(
+        self, agent: str, home: str | os.PathLike[str], *, allow: bool = True
+    ) -> dict[str, object]:
+        """``preset()`` options for ``agent`` pointed at this stub: ``env``
+        (see ``env``) and ``scrub_env`` (``STUB_SCRUB_ENV``)."""
+        return {"env": self.env(agent, home, allow=allow), "scrub_env": STUB_SCRUB_ENV}
+
+    def requests(self) -> list[dict[str, JSONValue]]:
+        """What the stub was asked, oldest first (aimock's request journal)."""
+        from urllib.request import urlopen
+
+        with urlopen(f"{self.url}/__aimock/journal?limit=1000", timeout=10) as r:
+            entries: list[dict[str, JSONValue]] = json.load(r)
+        return entries
+
+    def stop(self) -> None:
+        """Stop the stub (its process group) and reap it."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def model_stub(
+    turns: Iterable[ModelTurn | dict[str, JSONValue]],
+    *,
+    npm_prefix: str | os.PathLike[str] | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    start_timeout: float = 30.0,
+) -> ModelStub:
+    """Start a stub of the model APIs the coding-agent CLIs call (Anthropic
+    Messages, OpenAI Responses and Chat Completions, Gemini
+    ``streamGenerateContent``, each streamed as SSE) on a free 127.0.0.1
+    port, answering ``turns`` (``ModelTurn``s, or aimock fixtures verbatim).
+
+    It is the npm package ``@copilotkit/aimock``: found under ``npm_prefix``
+    (where ``npm install --prefix`` put it), else as ``llmock`` on PATH; Node
+    must be on PATH. Its fixture file and log go to ``workdir`` (default: a
+    temporary directory removed at ``stop``).
+
+    Raises:
+        FileNotFoundError: aimock or node is not installed (says how to).
+        RuntimeError: it did not start within ``start_timeout`` s (with its log).
+    """
+    cli = _find_aimock(npm_prefix)
+    owns = workdir is None
+    where = Path(workdir or tempfile.mkdtemp(prefix="oma-model-stub-"))
+    fixtures: list[JSONValue] = []
+    for turn in turns:
+        fixtures.extend(turn.fixtures() if isinstance(turn, ModelTurn) else [turn])
+    file, log = where / "aimock-fixtures.json", where / "aimock.log"
+    file.write_text(json.dumps({"fixtures": fixtures}))
+    # A turnIndex that does not match is a miss, not served anyway.
+    env = {**os.environ, "AIMOCK_STRICT_TURN_INDEX": "1"}
+    args = ["-p", "0", "-h", "127.0.0.1", "-f", str(file), "--log-level", "info"]
+    with log.open("wb") as out:  # a pipe nobody reads would fill and stall it
+        process = subprocess.Popen(
+            [*cli, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+    stub = ModelStub("", process, where, owns)
+    deadline = time.monotonic() + start_timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if found := _LISTENING.search(log.read_text(errors="replace")):
+            stub.url = found.group(1)
+            return stub
+        time.sleep(0.02)
+    text = log.read_text(errors="replace")[-2000:]
+    stub.stop()
+    raise RuntimeError(f"the model stub (aimock) did not start: {text}")
+
+
+def _find_aimock(npm_prefix: str | os.PathLike[str] | None) -> list[str]:
+    node = shutil.which("node")
+    if node is None:
+        raise FileNotFoundError("the model stub needs Node.js: node is not on PATH")
+    if npm_prefix is not None:
+        cli = Path(npm_prefix) / "node_modules" / "@copilotkit" / "aimock" / "dist"
+        if (cli / "cli.js").is_file():
+            return [node, str(cli / "cli.js")]
+        raise FileNotFoundError(
+            f"@copilotkit/aimock is not installed under {npm_prefix}: "
+            f"npm install --prefix {npm_prefix} @copilotkit/aimock"
+        )
+    found = shutil.which("llmock")
+    if found is None:
+        raise FileNotFoundError(
+            "the model stub is the npm package @copilotkit/aimock: install it "
+            "(npm install -g @copilotkit/aimock puts llmock on PATH) or pass "
+            "npm_prefix, where npm install --prefix put it"
+        )
+    return [node, found]
+
+
+def _home_env(home: Path) -> dict[str, str]:
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+
+
+def _claude(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
+    # Allowed, or print mode refuses them (and the ACP adapter asks).
+    settings = {"permissions": {"allow": ["Write", "Edit", "Bash"] if allow else []}}
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": _KEY,
+        "IS_SANDBOX": "1",  # Claude Code refuses to skip permissions as root otherwise
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
+def _codex(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    # Pinning the policies would hide codex-acp's session modes; codex exec
+    # runs commands unsandboxed then (no bubblewrap needed).
+    pin = not agent.endswith("-acp")
+    policies = 'sandbox_mode = "danger-full-access"\napproval_policy = "never"\n'
+    (codex_home / "config.toml").write_text(
+        'model = "gpt-5.5"\nmodel_provider = "stub"\n'
+        + (policies if pin and allow else "")
+        + "[model_providers.stub]\n"
+        f'name = "stub"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
+        'env_key = "OPENAI_API_KEY"\nsupports_websockets = false\n'
+    )
+    return {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": _KEY}
+
+
+def _gemini(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        # "auto" first asks a router model, which a stub cannot answer.
+        "model": {"name": "gemini-2.5-flash"},
+        # Headless mode offers only read-only tools unless these are allowed.
+        "tools": {"allowed": ["write_file", "run_shell_command"] if allow else []},
+        "general": {"disableAutoUpdate": True},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "GEMINI_API_KEY": _KEY,
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+
+
+_SETUPS: dict[str, Callable[[Path, str, bool, str], dict[str, str]]] = {
+    "claude": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+}

@@ -525,3 +525,17 @@ def test_copilot_usage_events_count_where_a_version_writes_them() -> None:
     assert parser.unknown == 0
     assert parser.usage == TokenUsage(22, 14, None, 10641, 128000)
     assert of(events, UsageEvent)[-1].usage == parser.usage
+
+
+def test_copilot_file_tools_have_their_kinds() -> None:
+    # Copilot CLI's file tools, as 1.0.102 names them against a loopback model:
+    # view reads, create writes a new file (an edit in ACP's kinds).
+    lines = b"".join(
+        b'{"type":"assistant.message","data":{"messageId":"m","content":"",'
+        b'"toolRequests":[{"toolCallId":"' + name + b'","name":"' + name + b'",'
+        b'"arguments":{"path":"/w/f"}}]}}\n'
+        for name in (b"view", b"create", b"edit")
+    )
+    _, events = parse("copilot-json", lines)
+    kinds = [(c.id, c.kind) for c in of(events, ToolCallEvent)]
+    assert kinds == [("view", "read"), ("create", "edit"), ("edit", "edit")]

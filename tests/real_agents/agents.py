@@ -14,35 +14,17 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from oma_bridge import PRESETS
+from oma_bridge.testing import STUB_SCRUB_ENV
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from oma_bridge.testing import ModelStub
+
 #: Credentials and endpoints a developer's shell may hold; never inherited.
-SCRUB = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDECODE",
-    "CLAUDE_CONFIG_DIR",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "CODEX_API_KEY",
-    "CODEX_HOME",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_GEMINI_BASE_URL",
-    "GOOGLE_CLOUD_PROJECT",
-    "GEMINI_MODEL",
-    "COPILOT_GITHUB_TOKEN",
-    "GH_TOKEN",
-    "GITHUB_TOKEN",
-    "COPILOT_PROVIDER_BASE_URL",
-    "COPILOT_PROVIDER_API_KEY",
-    "COPILOT_MODEL",
-)
+SCRUB = STUB_SCRUB_ENV
 
 KEY = "sk-stub-not-a-real-key"
 
@@ -50,13 +32,15 @@ KEY = "sk-stub-not-a-real-key"
 @dataclass(frozen=True)
 class Tool:
     """How the route's model calls a tool (its name and arguments, given the
-    workspace), and what the agent then reports: over ACP its ``kind``; in a
-    process stream a title holding ``title`` (default: the tool's name)."""
+    workspace), and what the agent then reports: its ``kind`` (in a process
+    stream ``process_kind`` where that differs: ``codex exec`` reports every
+    command as one), and a title holding ``title`` where given."""
 
     name: str
     arguments: Callable[[Path], dict[str, Any]]
     kind: str
     title: str = ""
+    process_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,7 +48,8 @@ class Route:
     id: str
     preset: str
     binary: str
-    setup: Callable[[Path, str, bool], dict[str, str]]
+    #: The environment pointing it at the stub, its config in a scratch HOME.
+    setup: Callable[[ModelStub, Path, bool], dict[str, str]]
     tools: dict[str, Tool]
     acp: bool = False
     options: dict[str, Any] = field(default_factory=dict)
@@ -97,71 +82,28 @@ def _home_env(home: Path) -> dict[str, str]:
     }
 
 
-def claude_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
-    # Allowed, or print mode refuses them (and the ACP adapter asks).
-    settings = {"permissions": {"allow": ["Write", "Edit", "Bash"] if allow else []}}
-    (home / ".claude").mkdir(parents=True, exist_ok=True)
-    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
-    return {
-        **_home_env(home),
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": KEY,
-        "IS_SANDBOX": "1",  # Claude Code refuses root otherwise
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
+def claude_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    return stub.env("claude", home, allow=allow)
 
 
-def codex_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
-    return _codex(home, url, pin=True)
+def codex_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    return stub.env("codex", home, allow=allow)
 
 
-def codex_acp_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
-    # Pinning the policies would hide codex-acp's session modes.
-    return _codex(home, url, pin=False)
+def codex_acp_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    return stub.env("codex-acp", home, allow=allow)
 
 
-def _codex(home: Path, url: str, *, pin: bool) -> dict[str, str]:
-    codex_home = home / ".codex"
-    codex_home.mkdir(parents=True, exist_ok=True)
-    # No bubblewrap here: commands run unsandboxed (the test's own tmp dir).
-    policies = 'sandbox_mode = "danger-full-access"\napproval_policy = "never"\n'
-    (codex_home / "config.toml").write_text(
-        'model = "gpt-5.5"\nmodel_provider = "stub"\n'
-        + (policies if pin else "")
-        + "[model_providers.stub]\n"
-        f'name = "stub"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
-        'env_key = "OPENAI_API_KEY"\nsupports_websockets = false\n'
-    )
-    return {**_home_env(home), "CODEX_HOME": str(codex_home), "OPENAI_API_KEY": KEY}
+def gemini_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    return stub.env("gemini", home, allow=allow)
 
 
-def gemini_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
-    settings = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        # "auto" first asks a router model, which a stub cannot answer.
-        "model": {"name": "gemini-2.5-flash"},
-        # Headless mode offers only read-only tools unless these are allowed.
-        "tools": {"allowed": ["write_file", "run_shell_command"] if allow else []},
-        "general": {"disableAutoUpdate": True},
-        "privacy": {"usageStatisticsEnabled": False},
-    }
-    (home / ".gemini").mkdir(parents=True, exist_ok=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
-    return {
-        **_home_env(home),
-        "GOOGLE_GEMINI_BASE_URL": url,
-        "GEMINI_API_KEY": KEY,
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    }
+def qwen_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    return _qwen(home, stub.url, approval="yolo" if allow else None)
 
 
-def qwen_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
-    return _qwen(home, url, approval="yolo" if allow else None)
-
-
-def qwen_acp_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
-    return _qwen(home, url, approval=None)  # the ACP client answers each ask
+def qwen_acp_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    return _qwen(home, stub.url, approval=None)  # the ACP client answers each ask
 
 
 def _qwen(home: Path, url: str, *, approval: str | None) -> dict[str, str]:
@@ -184,7 +126,8 @@ def _qwen(home: Path, url: str, *, approval: str | None) -> dict[str, str]:
     }
 
 
-def opencode_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+def opencode_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    url = stub.url
     config = {
         "$schema": "https://opencode.ai/config.json",
         "model": "stub/stub-model",
@@ -219,7 +162,8 @@ def opencode_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
     }
 
 
-def copilot_setup(home: Path, url: str, allow: bool) -> dict[str, str]:
+def copilot_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
+    url = stub.url
     # A custom provider needs no GitHub login.
     return {
         **_home_env(home),
@@ -252,7 +196,11 @@ CLAUDE_TOOLS = {
 CLAUDE_TOOLS["deny"] = CLAUDE_TOOLS["write"]
 CODEX_TOOLS = {
     "read": Tool(
-        "exec_command", lambda ws: {"cmd": "cat notes.txt"}, "read", "cat notes.txt"
+        "exec_command",
+        lambda ws: {"cmd": "cat notes.txt"},
+        "read",
+        "cat notes.txt",
+        process_kind="execute",
     ),
     "write": Tool(
         "exec_command",
@@ -387,7 +335,15 @@ ROUTES = {
             acp=True,
             **OPENCODE,
         ),
-        Route("copilot", "copilot", "copilot", copilot_setup, COPILOT_TOOLS),
+        # Headless, it refuses every write and command not allowed up front.
+        Route(
+            "copilot",
+            "copilot",
+            "copilot",
+            copilot_setup,
+            COPILOT_TOOLS,
+            options={"args": ("--allow-all-tools", *PRESETS["copilot"].args)},
+        ),
         # It reports a file it created as a message: "Info: PATH".
         Route(
             "copilot-acp",

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from _pytest.terminal import TerminalReporter
+
     from oma_bridge.acp import AcpBackendConfig
     from oma_bridge.backends import ProcessBackendConfig
 
@@ -46,7 +48,7 @@ class World:
         """The route's preset, pointed at the stub, run in the workspace;
         ``allow``: the agent's own settings allow writes and commands."""
         assert self.stub is not None, "serve() first"
-        env = self.route.setup(self.home, self.stub.url, allow)
+        env = self.route.setup(self.stub, self.home, allow)
         if self.route.node22:
             node = self.node_modules / "node" / "bin"
             env["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -96,3 +98,51 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     finally:
         for s in w._stubs:
             s.stop()
+
+
+#: Per route: outcome counts, and the seconds its tests took (all phases).
+_tally: dict[str, dict[str, float]] = {}
+_routes: dict[str, str] = {}  # node id -> route id
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if spec is not None and spec.params.get("world") in ROUTES:
+            _routes[item.nodeid] = spec.params["world"]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    route = _routes.get(report.nodeid)
+    if route is None:
+        return
+    tally = _tally.setdefault(route, {"seconds": 0.0})
+    tally["seconds"] += report.duration
+    outcome = ""
+    if hasattr(report, "wasxfail"):
+        outcome = "xfailed" if report.skipped else "xpassed"
+    elif report.failed:
+        outcome = "failed"  # in any phase (a strict XPASS fails in call)
+    elif report.skipped or (report.passed and report.when == "call"):
+        outcome = report.outcome
+    if outcome:
+        tally[outcome] = tally.get(outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    """Each real agent's route (agent and path) with its outcomes and time, so
+    CI's plain ``pytest`` output shows which agents ran and which skipped."""
+    if not _tally:
+        return
+    total = sum(t["seconds"] for t in _tally.values())
+    terminalreporter.section(f"real agents: {total:.0f} s")
+    for route in sorted(_tally, key=lambda r: (ROUTES[r].binary, ROUTES[r].acp)):
+        tally = _tally[route]
+        counts = ", ".join(
+            f"{int(tally[o])} {o}"
+            for o in ("passed", "xfailed", "skipped", "failed", "xpassed")
+            if o in tally
+        )
+        path = "acp" if ROUTES[route].acp else "process"
+        line = f"{route.removesuffix('-acp'):<9} {path:<8} {counts}"
+        terminalreporter.write_line(f"{line}  ({tally['seconds']:.1f} s)")

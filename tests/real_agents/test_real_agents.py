@@ -4,8 +4,9 @@ preset), against the model-API stub on 127.0.0.1: no key, no network.
 Each case scripts the model's side (text, one tool call, the answer after its
 result, the tokens billed per request) and checks what oma-bridge reports:
 the text, each tool call's name or kind and status, what the tool really did
-in the workspace, and the usage. Usage oma-bridge is known to get wrong is an
-``xfail(strict=True)`` naming the cause, so the fix shows up as an XPASS.
+in the workspace, and the usage. What an agent itself gets wrong (usage it
+does not report) is an ``xfail(strict=True)`` naming the agent's fault, so a
+version that fixes it shows up as an XPASS.
 
 They run where .ci/run installed the agents (OMA_BRIDGE_REAL_AGENTS, a
 node_modules prefix) and skip, saying why, elsewhere. Cases run on asyncio;
@@ -31,6 +32,7 @@ from oma_bridge import (
     AgentRunResult,
     DoneEvent,
     ErrorEvent,
+    TokenUsage,
     ToolCallRecord,
     UsageEvent,
 )
@@ -146,40 +148,16 @@ def the_calls(world: World, o: Outcome, case: str) -> tuple[ToolCallRecord, ...]
     assert len(calls) == len(steps), calls
     for call, step in zip(calls, steps, strict=True):
         tool = world.route.tools[step]
-        if world.route.acp:
-            assert call.kind == tool.kind, call
-        else:
-            assert (tool.title or tool.name) in call.title, call
+        kind = tool.kind if world.route.acp else tool.process_kind or tool.kind
+        assert call.kind == kind, call
+        if not world.route.acp:  # over ACP the title is the agent's own prose
+            assert tool.title in call.title, call
         if world.route.keeps_call_id:
             assert f"call_{case}_{step}" in call.id, call
     return calls
 
 
 ALL = sorted(ROUTES)
-#: What oma-bridge gets wrong today (issue 20) with a route's tools.
-PWD = (
-    "the process backend starts the child in cwd but passes on the caller's "
-    "PWD, from which OpenCode takes its project: the read is refused as outside "
-    "it and the stream ends unfinished"
-)
-PLAIN = (
-    "the copilot preset reads plain text (-s -p), so tool calls and usage are "
-    "lost, though --output-format json reports them"
-)
-TOOLS_WRONG = {"opencode": PWD, "copilot": PLAIN}
-
-
-def marked(routes: list[str], wrong: dict[str, str]) -> list[Any]:
-    """``routes`` as parameters, those in ``wrong`` as strict xfails."""
-    return [
-        pytest.param(
-            r,
-            marks=[pytest.mark.xfail(strict=True, reason=wrong[r])]
-            if r in wrong
-            else [],
-        )
-        for r in routes
-    ]
 
 
 #: Also on trio, one route per transport where it is cheap (the transports are
@@ -187,17 +165,11 @@ def marked(routes: list[str], wrong: dict[str, str]) -> list[Any]:
 TRIO = {"claude", "claude-acp"}
 
 
-def on_backends(routes: list[str], trio: set[str], wrong: dict[str, str]) -> list[Any]:
+def on_backends(routes: list[str], trio: set[str]) -> list[tuple[str, str]]:
     """(route, backend) parameters: asyncio for each, trio for those in
-    ``trio``; routes in ``wrong`` as strict xfails."""
+    ``trio``."""
     return [
-        pytest.param(
-            r,
-            b,
-            marks=[pytest.mark.xfail(strict=True, reason=wrong[r])]
-            if r in wrong
-            else [],
-        )
+        (r, b)
         for r in routes
         for b in ("asyncio", "trio")
         if b == "asyncio" or r in trio
@@ -211,7 +183,7 @@ DENY = sorted(r for r in ROUTES if ROUTES[r].acp or r in ("claude", "qwen"))
 
 @pytest.mark.parametrize(
     ("world", "anyio_backend"),
-    on_backends([r for r in ALL if ROUTES[r].text_turn], TRIO, {}),
+    on_backends([r for r in ALL if ROUTES[r].text_turn], TRIO),
     indirect=["world"],
 )
 async def test_text_turn(world: World, anyio_backend: str) -> None:
@@ -222,7 +194,7 @@ async def test_text_turn(world: World, anyio_backend: str) -> None:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize("world", marked(ALL, TOOLS_WRONG), indirect=True)
+@pytest.mark.parametrize("world", ALL, indirect=True)
 async def test_reads_writes_and_runs(world: World, anyio_backend: str) -> None:
     """One turn: read a file, write one, run a command, then answer."""
     o = await outcome(world, "tools")
@@ -238,13 +210,6 @@ async def test_reads_writes_and_runs(world: World, anyio_backend: str) -> None:
 #: Routes whose agent ends the turn at a refusal, without asking the model
 #: again (codex-acp as cancelled, the others as an ended turn).
 STOPS_AT_REFUSAL = {"codex-acp", "copilot-acp", "opencode-acp", "qwen-acp"}
-#: A refused call that leaves no record today (issue 20).
-VANISHES = {
-    "gemini-acp": "gemini --acp describes the call only in its permission "
-    "request and sends nothing after a reject: no tool call is recorded",
-    "codex-acp": "codex-acp 0.16 asks before it sends a tool call and ends the "
-    "turn at a reject: no tool call is recorded",
-}
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -264,7 +229,7 @@ async def test_permission_denied_writes_nothing(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize("world", marked(DENY, VANISHES), indirect=True)
+@pytest.mark.parametrize("world", DENY, indirect=True)
 async def test_refused_call_is_recorded(world: World, anyio_backend: str) -> None:
     o = await outcome(world, "deny")
     (call,) = the_calls(world, o, "deny")
@@ -276,32 +241,20 @@ def billed(case: str) -> tuple[int, int]:
     return sum(i for i, _ in tokens), sum(o for _, o in tokens)
 
 
-#: Usage oma-bridge gets wrong today (issue 20), per test and route.
-WRONG_TOTAL = {
-    "codex-acp": "codex-acp 0.16 sends usage_update.used (the context's "
-    "occupancy), which is read as input tokens, and no output tokens",
-    "gemini-acp": "gemini --acp puts the turn's tokens in the prompt reply's "
-    "_meta.quota.token_count, which is not read: 0/0",
-    "qwen-acp": "qwen --acp puts each request's tokens in agent_message_chunk "
-    "_meta.usage, which is not read; usage_update.used (the context's "
-    "occupancy) is read as input tokens, and no output tokens",
-    "opencode/tools": PWD,
-    "copilot": PLAIN,
-    "copilot-acp": "copilot --acp sends usage_update.used (the context's "
-    "occupancy, ~9,000 tokens), which is read as input tokens; its prompt "
-    "reply's usage, what was billed, is not",
-    "opencode-acp/tools": "opencode acp's prompt reply has the last model "
-    "request's usage only, not the turn's",
+#: Agents that report no billed tokens at all (oma-bridge then says 0, as
+#: TokenUsage documents, and keeps the occupancy they do report apart).
+UNBILLED = {
+    "codex-acp": "codex-acp 0.16 reports no billed tokens: no usage in its "
+    "prompt reply or _meta, only usage_update.used (the context's occupancy)",
+    "copilot": "copilot --output-format json (1.0.102) writes no "
+    "assistant.usage event: its billed tokens are not in the stream",
 }
-WRONG_STREAM = {
-    "copilot": PLAIN,
-    "copilot-acp": "copilot --acp's usage_update events give input tokens "
-    "(the occupancy) and no output tokens; the result adds its reply's output",
-    "opencode-acp": "opencode acp sends its usage in the prompt reply only, "
-    "and no usage event is streamed from it",
-    "claude-acp": "claude-agent-acp's usage_update carries the cost only: the "
-    "streamed usage event says 0/0 while the result says what was billed",
-    "gemini-acp": "gemini --acp sends no usage_update: no usage event streams",
+#: Usage the agent reports wrongly, per route or route/case.
+WRONG_TOTAL = {
+    **UNBILLED,
+    "opencode-acp/tools": "opencode acp's prompt reply has the last model "
+    "request's usage only, not the turn's, and it streams no per-request "
+    "usage to add up",
 }
 
 
@@ -331,14 +284,29 @@ async def test_usage_is_what_the_model_billed(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize(
-    ("world", "case"), usage_cases(WRONG_STREAM), indirect=["world"]
-)
+@pytest.mark.parametrize("world", sorted(UNBILLED), indirect=True)
+async def test_unreported_billing_is_not_made_up(
+    world: World, anyio_backend: str
+) -> None:
+    """Where the agent reports no billed tokens, the tool turn's usage is 0/0,
+    never the context occupancy it does report (that is ``context_used``)."""
+    o = await outcome(world, "tools")
+    assert o.result.success, o.result.error
+    usage = o.result.token_usage
+    assert (usage.input_tokens, usage.output_tokens) == (0, 0), usage
+    assert usage.context_used and usage.context_size, usage
+    assert all(e.usage.input_tokens == 0 for e in o.usage_events), o.usage_events
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize(("world", "case"), usage_cases({}), indirect=["world"])
 async def test_streamed_usage_agrees_with_the_result(
     world: World, case: str, anyio_backend: str
 ) -> None:
     o = await outcome(world, case)
-    assert o.usage_events, "no usage event streamed"
+    if not o.usage_events:  # the agent reported nothing: nor does the result
+        assert o.result.token_usage == TokenUsage(), o.result.token_usage
+        return
     last = o.usage_events[-1].usage
     usage = o.result.token_usage
     assert (last.input_tokens, last.output_tokens) == (
@@ -355,20 +323,11 @@ SLEEP_CALL = {
 }
 
 
-#: A command that outlives a cancelled run today (issue 20).
-OUTLIVES = {
-    "claude": "Claude Code runs each Bash command in a session of its own "
-    "(setsid): stopping the agent's process group does not reach it, and it "
-    "outlives a cancelled claude -p run"
-}
-
-
 @pytest.mark.parametrize(
     ("world", "anyio_backend"),
     on_backends(
         ["claude", "claude-acp", "codex", "codex-acp"],
         {"codex", "claude-acp"},
-        OUTLIVES,
     ),
     indirect=["world"],
 )
@@ -377,7 +336,8 @@ async def test_cancel_during_a_tool_call_kills_the_whole_tree(
 ) -> None:
     """The agent runs a command that would work for a minute; cancelling the
     run while it works leaves neither the agent nor the command behind (and
-    conftest's leak check sees every descendant gone)."""
+    conftest's leak check sees every descendant gone), though Claude Code
+    runs each Bash command in a session of its own (setsid)."""
     name, arguments = SLEEP_CALL[world.route.id.removesuffix("-acp")]
     world.serve(stub.tools("OMA-SLEEP", [("call_sleep", name, arguments)],
                            "unreachable", [(5, 5), (5, 5)]))  # fmt: skip

@@ -103,6 +103,7 @@ _KINDS = {
         ("edit", "multiedit", "write", "write_file", "replace", "patch", "apply_patch"),
         "edit",
     ),
+    **dict.fromkeys(("create",), "edit"),  # Copilot CLI's new file
     **dict.fromkeys(("notebookedit", "str_replace_editor", "text_editor"), "edit"),
     **dict.fromkeys(("delete", "delete_file", "rm"), "delete"),
     **dict.fromkeys(("move", "mv", "rename"), "move"),
