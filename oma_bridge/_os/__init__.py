@@ -16,6 +16,7 @@ Each module holds one concern:
   or async) and the one non-blocking pipe reader;
 - ``fdstream``: anyio byte streams over raw non-blocking descriptors;
 - ``redact``: secrets out of every text a human may see;
+- ``finite``: NaN and infinities out of the JSON we write (frames, stdout lines);
 - ``checks``: the field checks of backend configs;
 - ``files``: where our files live, and the one capped, strict reader of the
   JSON and TOML files we are handed (config, task, state and registry files);

@@ -252,19 +252,10 @@ def json_line(record: object) -> str:
     try:
         text = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere in it
-        text = json.dumps(_finite(record), ensure_ascii=False, default=str)
+        from .._os.finite import finite
+
+        text = json.dumps(finite(record), ensure_ascii=False, default=str)
     return encodable(text)
-
-
-def _finite(value: object) -> object:
-    """``value`` with every NaN or infinite float replaced by None."""
-    if isinstance(value, float):
-        return value if value - value == 0 else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> int:

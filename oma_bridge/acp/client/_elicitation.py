@@ -11,15 +11,13 @@ answered ``cancel`` without asking anyone.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
 
-import anyio
-
 from ..._os.redact import redact
 from ..rpc import invalid_params
+from ._permissions import ask_beside
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -129,13 +127,7 @@ async def elicit(
         return False
     assert callable(policy)
     try:
-        with anyio.fail_after(time_limit):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(background)
-                answer = policy(request)
-                if inspect.isawaitable(answer):
-                    answer = await answer
-                tg.cancel_scope.cancel()
+        answer = await ask_beside(policy, request, time_limit, background)
     except TimeoutError:
         logger.warning(
             "elicitation callback timed out; declining %r", redact(request.message)

@@ -103,6 +103,26 @@ class Decision(NamedTuple):
     why: str
 
 
+async def ask_beside(
+    callback: Callable[[Any], object],
+    request: object,
+    time_limit: float,
+    background: Callable[[], Coroutine[Any, Any, None]],
+) -> object:
+    """What ``callback`` (sync or async) answers to ``request`` within
+    ``time_limit`` (else TimeoutError), with ``background`` running beside it
+    until it answers; what the callback raises comes out (in a group)."""
+    with anyio.fail_after(time_limit):
+        async with anyio.create_task_group() as tg:
+            # This task group lives only inside this call.
+            tg.start_soon(background)
+            answer = callback(request)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            tg.cancel_scope.cancel()
+    return answer
+
+
 async def decide(
     policy: PermissionPolicy,
     request: PermissionRequest,
@@ -130,14 +150,7 @@ async def decide(
         return Decision(request.kind in _READ_KINDS, why)
     assert callable(policy)
     try:
-        with anyio.fail_after(time_limit):
-            async with anyio.create_task_group() as tg:
-                # This task group lives only inside this call.
-                tg.start_soon(background)
-                answer = policy(request)
-                if inspect.isawaitable(answer):
-                    answer = await answer
-                tg.cancel_scope.cancel()
+        answer = await ask_beside(policy, request, time_limit, background)
     except TimeoutError:
         # The title is the agent's text: a command line may carry a secret.
         title = redact(str(request.title))

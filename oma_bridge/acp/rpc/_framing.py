@@ -11,11 +11,11 @@ is discarded, so a caller that can survive bad frames (the agent role answers
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, final
 
 import anyio
 
+from ..._os.finite import finite
 from ..._os.redact import redact
 from ...bridge.errors import ProtocolError
 
@@ -58,19 +58,8 @@ def encode(message: Mapping[str, object]) -> bytes:
     try:
         text = _encode(message)
     except ValueError:
-        text = _encode(_finite(message))
+        text = _encode(finite(message))
     return text.encode("utf-8", "backslashreplace") + b"\n"
-
-
-def _finite(value: object) -> object:
-    """``value`` with every NaN or infinite float replaced by None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def preview(line: bytes | bytearray) -> str:
