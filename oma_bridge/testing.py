@@ -346,6 +346,9 @@ STUB_SCRUB_ENV: tuple[str, ...] = (
     "COPILOT_PROVIDER_BASE_URL",
     "COPILOT_PROVIDER_API_KEY",
     "COPILOT_MODEL",
+    "COPILOT_ALLOW_ALL",
+    "OPENAI_MODEL",
+    "DASHSCOPE_API_KEY",
 )
 _KEY = "sk-stub-not-a-real-key"
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
@@ -413,11 +416,13 @@ class ModelStub:
         self, agent: str, home: str | os.PathLike[str], *, allow: bool = True
     ) -> dict[str, str]:
         """The environment that points ``agent`` (a preset name: ``claude``,
-        ``claude-acp``, ``codex``, ``codex-acp``, ``gemini``, ``gemini-acp``)
-        at this stub, with its config files written into the scratch ``home``
-        (HOME and the XDG directories are set to it, so no real login or config
-        is read). ``allow``: the agent's own settings let it write and run
-        commands without asking (its headless mode refuses them otherwise)."""
+        ``codex``, ``gemini``, ``qwen``, ``opencode``, ``copilot``, or one of
+        these with ``-acp``) at this stub, with its config files written into
+        the scratch ``home`` (HOME and the XDG directories are set to it, so no
+        real login or config is read). ``allow``: the agent's own settings let
+        it write and run commands without asking (its headless mode refuses
+        them otherwise; over ACP, Qwen Code and Copilot ask the client instead
+        and Codex follows its session mode, whatever ``allow`` says)."""
         home = Path(home)
         base = agent.removesuffix("-acp")
         setup = _SETUPS.get(base)
@@ -546,8 +551,11 @@ def _home_env(home: Path) -> dict[str, str]:
 
 
 def _claude(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
-    # Allowed, or print mode refuses them (and the ACP adapter asks).
-    settings = {"permissions": {"allow": ["Write", "Edit", "Bash"] if allow else []}}
+    # Allowed, or print mode refuses them (and the ACP adapter asks). Not in
+    # "auto" mode (the adapter's default since 0.9x): it asks the model to
+    # judge each action, which the stub cannot, so they would be blocked.
+    permissions = {"allow": ["Write", "Edit", "Bash"] if allow else []}
+    settings = {"permissions": {**permissions, "defaultMode": "default"}}
     (home / ".claude").mkdir(parents=True, exist_ok=True)
     (home / ".claude" / "settings.json").write_text(json.dumps(settings))
     return {
@@ -595,8 +603,66 @@ def _gemini(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
     }
 
 
+def _qwen(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
+    settings: dict[str, JSONValue] = {
+        "security": {"auth": {"selectedType": "openai"}},
+        # Else it asks the model once more after each turn, to save memories.
+        "memory": {"enableManagedAutoMemory": False},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    if allow and not agent.endswith("-acp"):  # over ACP the client answers each ask
+        # Headless mode refuses writes and commands in its default mode.
+        settings["tools"] = {"approvalMode": "yolo"}
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": _KEY,
+        "OPENAI_MODEL": "qwen3-coder-plus",
+    }
+
+
+def _opencode(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "stub/stub-model",
+        "provider": {
+            "stub": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Stub",
+                "options": {"baseURL": f"{url}/v1", "apiKey": _KEY},
+                "models": {"stub-model": {"name": "Stub model"}},
+            }
+        },
+        "autoupdate": False,
+        "share": "disabled",
+        "permission": dict.fromkeys(("edit", "bash"), "allow" if allow else "ask"),
+    }
+    (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(config))
+    off = ("MODELS_FETCH", "AUTOUPDATE", "DEFAULT_PLUGINS", "LSP_DOWNLOAD", "SHARE")
+    return {f"OPENCODE_DISABLE_{name}": "1" for name in off}
+
+
+def _copilot(home: Path, url: str, allow: bool, agent: str) -> dict[str, str]:
+    env = {
+        # A custom provider needs no GitHub login.
+        "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
+        "COPILOT_PROVIDER_API_KEY": _KEY,
+        "COPILOT_MODEL": "gpt-4.1",
+        "COPILOT_AUTO_UPDATE": "false",
+    }
+    if allow and not agent.endswith("-acp"):  # over ACP the client answers each ask
+        # "1", not "true": tools only, without trusting the workspace's hooks.
+        env["COPILOT_ALLOW_ALL"] = "1"
+    return env
+
+
 _SETUPS: dict[str, Callable[[Path, str, bool, str], dict[str, str]]] = {
     "claude": _claude,
     "codex": _codex,
     "gemini": _gemini,
+    "qwen": _qwen,
+    "opencode": _opencode,
+    "copilot": _copilot,
 }

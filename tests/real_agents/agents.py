@@ -3,25 +3,23 @@ tools are called: one ``Route`` per path (a preset), so a test is written once
 for all of them.
 
 Every route runs the preset's own command line; what differs is only its
-environment and the config files in its HOME (no real login can leak in: HOME,
-the XDG directories and every credential variable are replaced or removed).
+environment and the config files in its HOME, which ``ModelStub.env`` of
+``oma_bridge.testing`` writes (no real login can leak in: HOME, the XDG
+directories and every credential variable are replaced or removed).
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oma_bridge import PRESETS
 from oma_bridge.testing import STUB_SCRUB_ENV
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from oma_bridge.testing import ModelStub
 
 #: Credentials and endpoints a developer's shell may hold; never inherited.
 SCRUB = STUB_SCRUB_ENV
@@ -48,8 +46,6 @@ class Route:
     id: str
     preset: str
     binary: str
-    #: The environment pointing it at the stub, its config in a scratch HOME.
-    setup: Callable[[ModelStub, Path, bool], dict[str, str]]
     tools: dict[str, Tool]
     acp: bool = False
     options: dict[str, Any] = field(default_factory=dict)
@@ -70,107 +66,14 @@ class Route:
     notes: bool = False
     #: Runs only on Node 22 or newer (the npm package node@22 gives it one).
     node22: bool = False
+    #: Installed in this prefix under the npm prefix (a section of
+    #: .ci/npm-packages.txt: its command is named as another package's).
+    prefix: str = ""
 
-
-def _home_env(home: Path) -> dict[str, str]:
-    return {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-    }
-
-
-def claude_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    return stub.env("claude", home, allow=allow)
-
-
-def codex_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    return stub.env("codex", home, allow=allow)
-
-
-def codex_acp_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    return stub.env("codex-acp", home, allow=allow)
-
-
-def gemini_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    return stub.env("gemini", home, allow=allow)
-
-
-def qwen_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    return _qwen(home, stub.url, approval="yolo" if allow else None)
-
-
-def qwen_acp_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    return _qwen(home, stub.url, approval=None)  # the ACP client answers each ask
-
-
-def _qwen(home: Path, url: str, *, approval: str | None) -> dict[str, str]:
-    settings: dict[str, Any] = {
-        "security": {"auth": {"selectedType": "openai"}},
-        # Else it asks the model once more after each turn, to save memories.
-        "memory": {"enableManagedAutoMemory": False},
-        "privacy": {"usageStatisticsEnabled": False},
-    }
-    if approval:
-        # Headless mode refuses writes and commands in its default mode.
-        settings["tools"] = {"approvalMode": approval}
-    (home / ".qwen").mkdir(parents=True, exist_ok=True)
-    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
-    return {
-        **_home_env(home),
-        "OPENAI_BASE_URL": f"{url}/v1",
-        "OPENAI_API_KEY": KEY,
-        "OPENAI_MODEL": "qwen3-coder-plus",
-    }
-
-
-def opencode_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    url = stub.url
-    config = {
-        "$schema": "https://opencode.ai/config.json",
-        "model": "stub/stub-model",
-        "provider": {
-            "stub": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Stub",
-                "options": {"baseURL": f"{url}/v1", "apiKey": KEY},
-                "models": {"stub-model": {"name": "Stub model"}},
-            }
-        },
-        "autoupdate": False,
-        "share": "disabled",
-        "permission": {"edit": "allow", "bash": "allow"}
-        if allow
-        else {"edit": "ask", "bash": "ask"},
-    }
-    (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
-    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(config))
-    return {
-        **_home_env(home),
-        **{
-            f"OPENCODE_DISABLE_{n}": "1"
-            for n in (
-                "MODELS_FETCH",
-                "AUTOUPDATE",
-                "DEFAULT_PLUGINS",
-                "LSP_DOWNLOAD",
-                "SHARE",
-            )
-        },
-    }
-
-
-def copilot_setup(stub: ModelStub, home: Path, allow: bool) -> dict[str, str]:
-    url = stub.url
-    # A custom provider needs no GitHub login.
-    return {
-        **_home_env(home),
-        "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
-        "COPILOT_PROVIDER_API_KEY": KEY,
-        "COPILOT_MODEL": "gpt-4.1",
-    }
+    @property
+    def agent(self) -> str:
+        """The agent it runs: its preset's name without the transport."""
+        return self.preset.removesuffix("-acp")
 
 
 def git_workspace(ws: Path) -> None:
@@ -272,46 +175,64 @@ OPENCODE = {
 ROUTES = {
     r.id: r
     for r in (
-        Route("claude", "claude", "claude", claude_setup, CLAUDE_TOOLS),
+        Route("claude", "claude", "claude", CLAUDE_TOOLS),
         Route(
             "claude-acp",
             "claude-acp",
             "claude-agent-acp",
-            claude_setup,
             CLAUDE_TOOLS,
             acp=True,
         ),
-        Route("codex", "codex", "codex", codex_setup, CODEX_TOOLS, keeps_call_id=False),
+        # The adapter under its current name (npm @agentclientprotocol).
+        Route(
+            "claude-next-acp",
+            "claude-acp",
+            "claude-agent-acp",
+            CLAUDE_TOOLS,
+            acp=True,
+            node22=True,
+            prefix="next",
+        ),
+        Route("codex", "codex", "codex", CODEX_TOOLS, keeps_call_id=False),
         Route(
             "codex-acp",
             "codex-acp",
             "codex-acp",
-            codex_acp_setup,
             CODEX_TOOLS,
             acp=True,
             keeps_call_id=False,
             options={"mode": "full-access"},
             deny_options={"mode": "read-only"},
         ),
+        # The adapter under its current name: a TypeScript one over the Codex
+        # CLI's app server (its own, npm @openai/codex 0.166), other modes.
         Route(
-            "gemini", "gemini", "gemini", gemini_setup, GEMINI_TOOLS, echoes_read=False
+            "codex-next-acp",
+            "codex-acp",
+            "codex-acp",
+            CODEX_TOOLS,
+            acp=True,
+            keeps_call_id=False,
+            options={"mode": "agent-full-access"},
+            deny_options={"mode": "read-only"},
+            node22=True,
+            prefix="next",
         ),
+        Route("gemini", "gemini", "gemini", GEMINI_TOOLS, echoes_read=False),
         Route(
             "gemini-acp",
             "gemini-acp",
             "gemini",
-            gemini_setup,
             GEMINI_TOOLS,
             acp=True,
             echoes_read=False,
         ),
-        Route("qwen", "qwen", "qwen", qwen_setup, QWEN_TOOLS, node22=True),
+        Route("qwen", "qwen", "qwen", QWEN_TOOLS, node22=True),
         # Its default mode, "auto", writes in the workspace without asking.
         Route(
             "qwen-acp",
             "qwen-acp",
             "qwen",
-            qwen_acp_setup,
             QWEN_TOOLS,
             acp=True,
             node22=True,
@@ -322,7 +243,6 @@ ROUTES = {
             "opencode",
             "opencode",
             "opencode",
-            opencode_setup,
             OPENCODE_TOOLS,
             **OPENCODE,
         ),
@@ -330,26 +250,18 @@ ROUTES = {
             "opencode-acp",
             "opencode-acp",
             "opencode",
-            opencode_setup,
             OPENCODE_TOOLS,
             acp=True,
             **OPENCODE,
         ),
-        # Headless, it refuses every write and command not allowed up front.
-        Route(
-            "copilot",
-            "copilot",
-            "copilot",
-            copilot_setup,
-            COPILOT_TOOLS,
-            options={"args": ("--allow-all-tools", *PRESETS["copilot"].args)},
-        ),
+        # Headless, it refuses every write and command not allowed up front
+        # (ModelStub.env allows them: COPILOT_ALLOW_ALL).
+        Route("copilot", "copilot", "copilot", COPILOT_TOOLS),
         # It reports a file it created as a message: "Info: PATH".
         Route(
             "copilot-acp",
             "copilot-acp",
             "copilot",
-            copilot_setup,
             COPILOT_TOOLS,
             acp=True,
             notes=True,

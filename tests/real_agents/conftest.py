@@ -48,7 +48,7 @@ class World:
         """The route's preset, pointed at the stub, run in the workspace;
         ``allow``: the agent's own settings allow writes and commands."""
         assert self.stub is not None, "serve() first"
-        env = self.route.setup(self.stub, self.home, allow)
+        env = self.stub.env(self.route.preset, self.home, allow=allow)
         if self.route.node22:
             node = self.node_modules / "node" / "bin"
             env["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -81,7 +81,7 @@ def _node_modules() -> Path:
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     route = ROUTES[request.param]
     modules = _node_modules()
-    binary = modules / ".bin" / route.binary
+    binary = modules.parent / route.prefix / "node_modules" / ".bin" / route.binary
     if not binary.exists():
         pytest.skip(f"{route.binary} is not installed under {modules}")
     if route.node22 and not (modules / "node" / "bin" / "node").exists():
@@ -144,5 +144,5 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
             if o in tally
         )
         path = "acp" if ROUTES[route].acp else "process"
-        line = f"{route.removesuffix('-acp'):<9} {path:<8} {counts}"
+        line = f"{route.removesuffix('-acp'):<11} {path:<8} {counts}"
         terminalreporter.write_line(f"{line}  ({tally['seconds']:.1f} s)")

@@ -158,6 +158,9 @@ def the_calls(world: World, o: Outcome, case: str) -> tuple[ToolCallRecord, ...]
 
 
 ALL = sorted(ROUTES)
+#: The ACP adapters under their current names (the ACP registry's), whose
+#: old names have routes of their own.
+NEXT = ["claude-next-acp", "codex-next-acp"]
 
 
 #: Also on trio, one route per transport where it is cheap (the transports are
@@ -209,7 +212,13 @@ async def test_reads_writes_and_runs(world: World, anyio_backend: str) -> None:
 
 #: Routes whose agent ends the turn at a refusal, without asking the model
 #: again (codex-acp as cancelled, the others as an ended turn).
-STOPS_AT_REFUSAL = {"codex-acp", "copilot-acp", "opencode-acp", "qwen-acp"}
+STOPS_AT_REFUSAL = {
+    "codex-acp",
+    "codex-next-acp",
+    "copilot-acp",
+    "opencode-acp",
+    "qwen-acp",
+}
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -315,6 +324,26 @@ async def test_streamed_usage_agrees_with_the_result(
     )
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("world", NEXT, indirect=True)
+async def test_occupancy_is_reported_as_such_not_billed(
+    world: World, anyio_backend: str
+) -> None:
+    """These adapters send both the reply's ``usage`` (billed) and
+    ``usage_update.used``/``size`` (the context window): each is read as what
+    it is, in the result and in every streamed usage event."""
+    o = await outcome(world, "tools")
+    assert o.result.success, o.result.error
+    usage = o.result.token_usage
+    assert (usage.input_tokens, usage.output_tokens) == billed("tools")
+    assert usage.context_used and usage.context_size, usage
+    assert usage.context_used < usage.context_size
+    assert o.usage_events, "no usage streamed"
+    for event in o.usage_events:
+        assert event.usage.input_tokens in (0, None, usage.input_tokens), o.usage_events
+        assert event.usage.context_size == usage.context_size, o.usage_events
+
+
 #: A command that records its pid, then works until it is killed.
 SLEEPER = "echo $$ > sleeper.pid; exec sleep 60"
 SLEEP_CALL = {
@@ -326,7 +355,7 @@ SLEEP_CALL = {
 @pytest.mark.parametrize(
     ("world", "anyio_backend"),
     on_backends(
-        ["claude", "claude-acp", "codex", "codex-acp"],
+        ["claude", "claude-acp", "codex", "codex-acp", *NEXT],
         {"codex", "claude-acp"},
     ),
     indirect=["world"],
@@ -338,7 +367,7 @@ async def test_cancel_during_a_tool_call_kills_the_whole_tree(
     run while it works leaves neither the agent nor the command behind (and
     conftest's leak check sees every descendant gone), though Claude Code
     runs each Bash command in a session of its own (setsid)."""
-    name, arguments = SLEEP_CALL[world.route.id.removesuffix("-acp")]
+    name, arguments = SLEEP_CALL[world.route.agent]
     world.serve(stub.tools("OMA-SLEEP", [("call_sleep", name, arguments)],
                            "unreachable", [(5, 5), (5, 5)]))  # fmt: skip
     if world.route.id.startswith("codex"):
@@ -383,7 +412,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize("world", ["claude-acp", "codex-acp"], indirect=True)
+@pytest.mark.parametrize("world", ["claude-acp", "codex-acp", *NEXT], indirect=True)
 async def test_session_loaded_again_after_the_agent_restarts(
     world: World, anyio_backend: str
 ) -> None:

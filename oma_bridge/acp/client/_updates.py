@@ -70,6 +70,8 @@ class TurnUpdates:
         self._streamed: TokenUsage | None = None
         #: The answer to a turn cancelled and read to its end (its usage).
         self.answer: JSONValue = None
+        #: Per tool call, the command output streamed in ``_meta`` chunks.
+        self._terminal: dict[str, str] = {}
 
     @property
     def max_output_bytes(self) -> int | None:
@@ -194,14 +196,35 @@ class TurnUpdates:
         )
 
     def _on_tool_call_update(self, update: dict[str, JSONValue]) -> None:
+        call_id = str(update.get("toolCallId", ""))
+        raw_output, content = update.get("rawOutput"), update.get("content")
+        chunk = _terminal_chunk(update.get("_meta"))
+        kept = self._terminal.get(call_id, "")
+        text = kept
+        if chunk:
+            # A command's output streamed in _meta (codex-acp 2 does, its
+            # rawOutput then holding only the exit code): the output so far is
+            # the update's content, and the record's raw output holds it.
+            text = self._terminal[call_id] = (kept + chunk)[:_TERMINAL_CAP]
+            if content is None:
+                content = [
+                    {"type": "content", "content": {"type": "text", "text": text}}
+                ]
+        if text:  # so a later rawOutput (the exit code) does not drop it
+            old = self.tools.get(call_id)
+            base = raw_output if raw_output is not None else old and old.raw_output
+            if isinstance(base, dict):
+                raw_output = {**base, "output": text}
+            elif not base or base == kept:  # none, or the output it had
+                raw_output = text
         self._run.update_tool(
-            str(update.get("toolCallId", "")),
+            call_id,
             title=_opt_str(update.get("title")),
             kind=_opt_str(update.get("kind")),
             status=_opt_str(update.get("status")),
             raw_input=update.get("rawInput"),
-            raw_output=update.get("rawOutput"),
-            content=update.get("content"),
+            raw_output=raw_output,
+            content=content,
         )
 
     # -- the session's own state, as it changes -----------------------------------
@@ -252,6 +275,25 @@ _HANDLERS: dict[str, Callable[[TurnUpdates, dict[str, JSONValue]], None]] = {
     "config_option_update": TurnUpdates._on_config_options,
     "session_info_update": TurnUpdates._on_session_info,
 }
+
+
+#: Command output kept per tool call from ``_meta`` chunks (characters; each
+#: update event carries the whole output so far, as ACP content replaces).
+_TERMINAL_CAP = 256 * 1024
+
+
+def _terminal_chunk(meta: JSONValue) -> str:
+    """The command output a ``tool_call_update`` carries in ``_meta``: the
+    ``data`` of ``terminal_output_delta`` or of Zed's ``terminal_output``
+    (each a piece to append), else ""."""
+    if not isinstance(meta, dict):
+        return ""
+    for key in ("terminal_output_delta", "terminal_output"):
+        piece = meta.get(key)
+        data = piece.get("data") if isinstance(piece, dict) else None
+        if isinstance(data, str) and data:
+            return data
+    return ""
 
 
 def _reply_tokens(reply: JSONValue) -> tuple[int, int] | None:
