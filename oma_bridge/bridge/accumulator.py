@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ("RunAccumulator", "as_cost", "as_count", "sum_counts")
 
+_NOTHING = TokenUsage()
+
 #: Above any real count or cost; an agent's JSON can hold 4,000-digit integers.
 _MAX_COUNT = 2**63
 
@@ -252,10 +254,13 @@ class RunAccumulator:
         of None is one this reading does not state: unknown, not 0; a cost of
         None keeps the last cost; the context reading stays). Saturates as
         ``TokenUsage`` sums do: a reading made of several counts (input plus
-        cache reads plus cache writes) may add up past ``MAX_TOKENS``."""
+        cache reads plus cache writes) may add up past ``MAX_TOKENS``. A
+        reading that states nothing, while nothing is known, makes no event."""
         old = self.usage
         if cost is None:
             cost = old.cost
+        if old == _NOTHING and (input_tokens, output_tokens, cost) == (None,) * 3:
+            return
         self.usage = TokenUsage(
             sum_counts(input_tokens),
             sum_counts(output_tokens),

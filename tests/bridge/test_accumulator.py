@@ -249,6 +249,21 @@ def test_a_cost_stays_unknown_until_one_is_reported() -> None:
     assert run.usage == TokenUsage(10, 2, 0.0)
 
 
+def test_a_count_no_reading_states_stays_unknown() -> None:
+    run = RunAccumulator()
+    run.set_usage(None, None)  # a reading that states nothing: no event
+    assert taken(run) == [] and run.usage == TokenUsage()
+    run.add_usage(None, None, 0.5)  # a step with a cost and no counts
+    assert run.usage == TokenUsage(None, None, 0.5)
+    run.add_usage(4, None)
+    run.add_usage(None, 2)
+    assert run.usage == TokenUsage(4, 2, 0.5)
+    run.set_usage(None, 9)  # a reading that states output only
+    assert run.usage == TokenUsage(None, 9, 0.5)
+    run.set_context(30, 100)
+    assert taken(run)[-1] == UsageEvent(TokenUsage(None, 9, 0.5, 30, 100))
+
+
 def test_events_come_out_in_the_order_reported() -> None:
     run = RunAccumulator()
     run.add_thought("plan it")

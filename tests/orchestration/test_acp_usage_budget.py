@@ -95,7 +95,9 @@ async def test_a_token_budget_counts_only_reported_tokens_and_says_so_once(
     agents = {
         "acp": AgentConfig(name="acp", backend=fake_agent(tmp_path / "acp.log")),
         "cli": worker("cli"),
-        "py": AgentConfig(name="py", backend=python_backend(usage=TokenUsage(700, 400))),
+        "py": AgentConfig(
+            name="py", backend=python_backend(usage=TokenUsage(700, 400))
+        ),
     }
     tasks = [
         Task(id="a", description="usage:5000;say:a", assignee="acp"),
