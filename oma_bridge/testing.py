@@ -87,7 +87,8 @@ class Turn:
         text: The reply: the result's ``output``.
         tool_calls: Tool calls reported before the reply.
         usage: Tokens reported in a ``usage`` event and in the result; None
-            reports none.
+            reports none (the result's counts are then None, unknown, as for
+            a real agent that states no usage).
         delay: Seconds of work before the reply text, slept with
             ``anyio.sleep`` so cancellation and timeouts stop it; ``math.inf``
             works until cancelled (an agent that spends, then hangs).

@@ -10,7 +10,14 @@ if TYPE_CHECKING:
     from .errors import OmaBridgeError
     from .messages import JSONValue, LLMMessage
 
-__all__ = ("MAX_COST", "MAX_TOKENS", "AgentRunResult", "TokenUsage", "ToolCallRecord")
+__all__ = (
+    "MAX_COST",
+    "MAX_TOKENS",
+    "AgentRunResult",
+    "TokenUsage",
+    "ToolCallRecord",
+    "sum_counts",
+)
 
 #: Where sums of usage saturate: the largest 64-bit count, the largest finite
 #: float (a cost of infinity is not JSON).
@@ -26,19 +33,28 @@ class TokenUsage:
     ``input_tokens`` and ``output_tokens`` are what the model billed: an ACP
     prompt answer's ``usage``, else what an agent puts in ``_meta`` (Gemini
     CLI's ``quota.token_count``, Qwen Code's ``usage`` on message chunks), else
-    the CLI's own stream; 0 when the agent reported none. ``cost`` is the run's
-    (an ACP session's cumulative ``cost`` less what it was when the turn
-    began). ``context_used`` and ``context_size`` are the context window's
-    occupancy and size (ACP ``usage_update.used`` and ``size``): a reading,
-    not tokens spent, and None when the agent gave none.
+    the CLI's own stream; **None when the agent reported none** (an ACP agent
+    that sends only ``usage_update`` occupancy, a CLI whose stream carries no
+    usage, a count that is not a count). Unknown is never reported as 0; a 0
+    is a 0 the agent stated. ``cost`` is the run's (an ACP session's
+    cumulative ``cost`` less what it was when the turn began). ``context_used``
+    and ``context_size`` are the context window's occupancy and size (ACP
+    ``usage_update.used`` and ``size``): a reading, not tokens spent, and None
+    when the agent gave none.
 
-    ``a + b`` adds the counts and costs field by field (a cost stays None only
-    when both are None) and keeps the later context reading (``b``'s, unless it
-    has none). A dataclass rather than a tuple, so ``+`` has one meaning.
+    ``a + b`` adds the counts and costs field by field, a sum of what is known:
+    None + None is None, None + n is n (so a total over several runs is a
+    lower bound when some of them reported nothing). ``total_tokens`` is
+    input plus output, None when neither is known. ``+`` keeps the later
+    context reading (``b``'s, unless it has none). A dataclass rather than a
+    tuple, so ``+`` has one meaning.
+
+    The counts used to be ``int``, 0 standing for "none reported"; they are
+    ``int | None`` now, so code that adds them must decide what unknown means.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     cost: float | None = None
     context_used: int | None = None
     context_size: int | None = None
@@ -55,12 +71,25 @@ class TokenUsage:
         if used is None and size is None:
             used, size = self.context_used, self.context_size
         return TokenUsage(
-            min(self.input_tokens + other.input_tokens, MAX_TOKENS),
-            min(self.output_tokens + other.output_tokens, MAX_TOKENS),
+            sum_counts(self.input_tokens, other.input_tokens),
+            sum_counts(self.output_tokens, other.output_tokens),
             cost,
             used,
             size,
         )
+
+    @property
+    def total_tokens(self) -> int | None:
+        """Input plus output tokens, of those known (saturating); None when
+        neither is."""
+        return sum_counts(self.input_tokens, self.output_tokens)
+
+
+def sum_counts(*counts: int | None) -> int | None:
+    """The sum of the known counts, saturating at ``MAX_TOKENS``; None when
+    none is known (unknown is not 0)."""
+    known = [c for c in counts if c is not None]
+    return min(sum(known), MAX_TOKENS) if known else None
 
 
 _NO_USAGE = TokenUsage()

@@ -4,7 +4,8 @@ Whatever shape an agent reports in (a CLI's JSON lines, ACP ``session/update``
 notifications), a backend that understood a piece of it says so here: text,
 thoughts, plans, tool calls and usage become events, queued in ``events``, and
 what the result keeps (output, tool call records, token usage). Pure: no I/O.
-The coercions ``as_count`` and ``as_cost`` read numbers out of such reports.
+The coercions ``as_count`` and ``as_cost`` read numbers out of such reports,
+``sum_counts`` adds counts that may be unknown (None).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING, final
 
-from ._results import MAX_TOKENS, TokenUsage, ToolCallRecord
+from ._results import TokenUsage, ToolCallRecord, sum_counts
 from .events import (
     PlanEvent,
     TextEvent,
@@ -27,18 +28,20 @@ if TYPE_CHECKING:
     from .events import StreamEvent
     from .messages import JSONValue
 
-__all__ = ("RunAccumulator", "as_cost", "as_count")
+__all__ = ("RunAccumulator", "as_cost", "as_count", "sum_counts")
+
+_NOTHING = TokenUsage()
 
 #: Above any real count or cost; an agent's JSON can hold 4,000-digit integers.
 _MAX_COUNT = 2**63
 
 
-def as_count(value: JSONValue) -> int:
-    """A count: a non-negative int below 2**63, else 0 (bool is an int to
-    Python, not a count)."""
+def as_count(value: JSONValue) -> int | None:
+    """A count: a non-negative int below 2**63, else None, unknown (bool is
+    an int to Python, not a count; a missing or garbled count is not 0)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 <= value < _MAX_COUNT else 0
-    return 0
+        return value if 0 <= value < _MAX_COUNT else None
+    return None
 
 
 def as_cost(value: JSONValue) -> float | None:
@@ -242,18 +245,25 @@ class RunAccumulator:
         )
 
     def set_usage(
-        self, input_tokens: int, output_tokens: int, cost: float | None = None
+        self,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float | None = None,
     ) -> None:
-        """The run's billed usage so far, replacing the last reading (a cost
-        of None keeps the last cost; the context reading stays). Saturates as
+        """The run's billed usage so far, replacing the last reading (a count
+        of None is one this reading does not state: unknown, not 0; a cost of
+        None keeps the last cost; the context reading stays). Saturates as
         ``TokenUsage`` sums do: a reading made of several counts (input plus
-        cache reads plus cache writes) may add up past ``MAX_TOKENS``."""
+        cache reads plus cache writes) may add up past ``MAX_TOKENS``. A
+        reading that states nothing, while nothing is known, makes no event."""
         old = self.usage
         if cost is None:
             cost = old.cost
+        if old == _NOTHING and (input_tokens, output_tokens, cost) == (None,) * 3:
+            return
         self.usage = TokenUsage(
-            min(input_tokens, MAX_TOKENS),
-            min(output_tokens, MAX_TOKENS),
+            sum_counts(input_tokens),
+            sum_counts(output_tokens),
             cost,
             old.context_used,
             old.context_size,
@@ -270,9 +280,13 @@ class RunAccumulator:
         self.emit(UsageEvent(self.usage))
 
     def add_usage(
-        self, input_tokens: int, output_tokens: int, cost: float | None = None
+        self,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float | None = None,
     ) -> None:
-        """One more step's usage, added to the run's."""
+        """One more step's usage, added to the run's (an unknown count adds
+        nothing, and the run's stays unknown until a step states one)."""
         total = self.usage + TokenUsage(input_tokens, output_tokens, cost)
         self.set_usage(total.input_tokens, total.output_tokens, total.cost)
 

@@ -7,10 +7,19 @@ every registered cancel scope is cancelled (an ``Agent`` run killed that way
 kills its process tree) and nothing new starts. One scope may be spared: a CLI
 whose usage is parsed from its output reports it as it finishes its turn, so
 the run that reported it gets ``finish_grace`` seconds to end on its own.
+
+A budget counts what agents report, and unknown is not 0: a run whose agent
+reported no billed tokens (``token_usage.input_tokens`` and ``output_tokens``
+None) adds nothing to a token budget, and one that reported no cost adds
+nothing to a cost budget. Such a limit cannot be enforced on those runs, so the
+first run that leaves a set limit blind logs one WARNING (per orchestrated
+call and limit) naming its agent, instead of the budget passing silently. A
+run that reported one of the two counts adds that one.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, final
 
 from ..bridge import OmaBridgeError, TokenUsage
@@ -19,6 +28,8 @@ if TYPE_CHECKING:
     import anyio
 
 __all__ = ("BudgetExceededError",)
+
+logger = logging.getLogger(__name__)
 
 
 class BudgetExceededError(OmaBridgeError):
@@ -36,9 +47,10 @@ class BudgetExceededError(OmaBridgeError):
 
 
 def _spent(usage: TokenUsage) -> str:
-    tokens = usage.input_tokens + usage.output_tokens
+    tokens = usage.total_tokens
+    counted = "no tokens reported" if tokens is None else f"{tokens} tokens"
     cost = "" if usage.cost is None else f", ${usage.cost:.4f}"
-    return f"{tokens} tokens{cost}"
+    return f"{counted}{cost}"
 
 
 @final
@@ -59,6 +71,7 @@ class Budget:
         self._live: dict[object, TokenUsage] = {}
         self._scopes: set[anyio.CancelScope] = set()
         self.exceeded: str | None = None
+        self._warned: set[str] = set()  # the limits a blind run was logged for
 
     @property
     def usage(self) -> TokenUsage:
@@ -101,13 +114,32 @@ class Budget:
             )
         return broke
 
-    def finish(self, key: object, usage: TokenUsage) -> bool:
-        """A call ended with ``usage`` (its last reading when the result has none)."""
+    def finish(self, key: object, usage: TokenUsage, agent: str = "") -> bool:
+        """A call ended with ``usage`` (its last reading when the result has
+        none). When it reported nothing a set limit counts, a WARNING says so,
+        once per limit, naming ``agent``."""
         live = self._live.pop(key, TokenUsage())
         if usage == TokenUsage():
             usage = live
+        if self.max_tokens is not None and usage.total_tokens is None:
+            self._warn_blind("token", agent, "billed tokens")
+        if self.max_cost_usd is not None and usage.cost is None:
+            self._warn_blind("cost", agent, "cost")
         self._spent = self._spent + usage
         return self._check()
+
+    def _warn_blind(self, limit: str, agent: str, what: str) -> None:
+        if limit in self._warned:
+            return
+        self._warned.add(limit)
+        logger.warning(
+            "Agent %r reported no %s: the %s budget counts only what agents "
+            "report, so it cannot limit runs like this one (further such runs "
+            "are not logged).",
+            agent or "?",
+            what,
+            limit,
+        )
 
     def error(self) -> BudgetExceededError:
         return BudgetExceededError(self.usage, self.exceeded or "budget")
@@ -116,8 +148,12 @@ class Budget:
         if self.exceeded is not None:
             return False
         usage = self.usage
-        tokens = usage.input_tokens + usage.output_tokens
-        if self.max_tokens is not None and tokens > self.max_tokens:
+        tokens = usage.total_tokens  # of those reported: unknown adds nothing
+        if (
+            self.max_tokens is not None
+            and tokens is not None
+            and tokens > self.max_tokens
+        ):
             self.exceeded = f"token budget ({self.max_tokens} tokens)"
         elif (
             self.max_cost_usd is not None

@@ -203,7 +203,7 @@ async def _drive(
         finally:
             budget.unwatch(scope)
             final = usage if result is None else result.token_usage
-            broke = budget.finish(key, final) or broke
+            broke = budget.finish(key, final, who[0]) or broke
     if broke:
         await ctx.emit_budget(*who)
     if result is not None:

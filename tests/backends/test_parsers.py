@@ -113,7 +113,7 @@ EXPECTED = {
                 "totalChars": 1254,
             }
         },
-        usage=TokenUsage(0, 0, None),  # Cursor reports none
+        usage=TokenUsage(None, None, None),  # Cursor reports none: unknown, not 0
     ),
     "codex-json": Expected(
         output=ANSWER,
@@ -149,8 +149,9 @@ EXPECTED = {
         thought="",
         tool=("call_1", "bash", "execute"),
         tool_output="42 README.md\n<shellId: 0 completed with exit code 0>",
-        # No billed tokens in this mode; the context reading of its tool call.
-        usage=TokenUsage(0, 0, None, 10641, 128000),
+        # No billed tokens in this mode (unknown, not 0); the context reading
+        # of its tool call.
+        usage=TokenUsage(None, None, None, 10641, 128000),
     ),
     "goose-stream-json": Expected(
         output="I'll count the lines. " + ANSWER,
@@ -423,7 +424,8 @@ def test_a_failed_tool_call_is_reported_as_failed(name: str) -> None:
 
 # Every number of a recorded stream replaced by one a CLI (or an attacker
 # writing on its stdout) could print: the numbers that do not fit a count or a
-# cost are dropped, never an OverflowError or an Infinity in the result.
+# cost are dropped (unknown, None: not a made-up 0), never an OverflowError or
+# an Infinity in the result.
 HOSTILE_NUMBERS = [b"1e999999", b"-1e999999", b"NaN", b"9" * 4000, b"-5", b"true"]
 
 
@@ -438,7 +440,8 @@ def test_numbers_out_of_range_never_crash_and_never_reach_the_usage(
     assert data != stream(name)
     parser, events = parse(name, data)
     usage = parser.usage
-    assert 0 <= usage.input_tokens < 2**63 and 0 <= usage.output_tokens < 2**63
+    # Every count was replaced by one that is no count: none is known.
+    assert usage.input_tokens is None and usage.output_tokens is None
     assert usage.cost is None or 0 <= usage.cost < float("inf")
     json.dumps([usage.input_tokens, usage.output_tokens, usage.cost], allow_nan=False)
     assert parser.malformed == 0  # still JSON objects: read, numbers dropped

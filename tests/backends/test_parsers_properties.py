@@ -205,8 +205,8 @@ def strict_json(value: object) -> None:
 
 
 def within_bounds(usage: TokenUsage) -> None:
-    assert 0 <= usage.input_tokens <= MAX_TOKENS
-    assert 0 <= usage.output_tokens <= MAX_TOKENS
+    for count in (usage.input_tokens, usage.output_tokens):  # None: unknown
+        assert count is None or 0 <= count <= MAX_TOKENS
     if usage.cost is not None:
         assert math.isfinite(usage.cost) and 0 <= usage.cost <= MAX_COST
 

@@ -73,6 +73,21 @@ async def test_stream_gives_the_parsed_events_then_done() -> None:
     assert terminal.result.token_usage == TokenUsage(24763, 122, None)
 
 
+async def test_a_stream_without_usage_reports_it_unknown_not_zero() -> None:
+    # Cursor's stream-json carries no usage at all: the result says None.
+    config = replay("cursor-stream-json", output_format="cursor-stream-json")
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            events = [e async for e in agent.stream("count")]
+    terminal = events[-1]
+    assert isinstance(terminal, DoneEvent) and terminal.result.success
+    usage = terminal.result.token_usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (
+        None, None, None,
+    )  # fmt: skip
+    assert not [e for e in events if isinstance(e, UsageEvent)]
+
+
 async def test_events_arrive_while_the_cli_is_still_running(tmp_path: Path) -> None:
     lines = (STREAMS / "claude-stream-json.jsonl").read_bytes().splitlines(True)
     gate = tmp_path / "gate"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import ACP_PEER
+from tests.conftest import ACP_PEER, peer_command
 from tests.fresh_python import ROOT
 from tests.leaks import children, reap_orphans
 from tests.terminal import drawn_on_a_terminal
@@ -60,6 +60,31 @@ def test_plain_text_lines_become_items_with_line_numbers(tmp_path: Path) -> None
     got = {r["id"]: r["output"] for r in records(out)}
     assert got == {1: "done: a", 3: "done: b", 4: "done: c"}
     assert "3 succeeded" in done.stderr and str(out) in done.stderr
+
+
+def test_a_result_line_says_null_for_usage_the_agent_never_reported(
+    tmp_path: Path,
+) -> None:
+    # A plain-text agent reports no usage: each count is null, never 0. A CLI
+    # whose stream states its usage has it on its line as stated.
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    plain, parsed = tmp_path / "plain.jsonl", tmp_path / "parsed.jsonl"
+    done = cli(str(source), "--process", LEDGER_PEER, "-o", str(plain),
+               ledger=tmp_path / "ledger")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [line] = records(plain)
+    assert line["usage"] == {
+        "input_tokens": None, "output_tokens": None, "cost": None,
+        "context_used": None, "context_size": None,
+    }  # fmt: skip
+    claude = peer_command("claude_stream.py") + " 3 0 0.01"
+    done = cli(str(source), "--process", claude, "--output-format",
+               "claude-stream-json", "-o", str(parsed))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [line] = records(parsed)
+    assert (line["output"], line["usage"]["input_tokens"]) == ("done: a", 3)
+    assert line["usage"]["output_tokens"] == 0  # a stated 0 stays a 0
 
 
 def test_jsonl_extra_fields_are_carried_and_stdin_works(tmp_path: Path) -> None:

@@ -34,16 +34,17 @@ def taken(run: RunAccumulator) -> list[object]:
         (0, 0),
         (42, 42),
         (2**63 - 1, 2**63 - 1),
-        (2**63, 0),
-        (-5, 0),
-        (True, 0),
-        (3.0, 0),
-        ("7", 0),
-        (None, 0),
-        (json.loads("9" * 4000), 0),
+        (2**63, None),
+        (-5, None),
+        (True, None),
+        (3.0, None),
+        ("7", None),
+        (None, None),
+        (json.loads("9" * 4000), None),
     ],
 )
 def test_as_count_keeps_only_plausible_counts(value, count) -> None:
+    # Anything but a count is unknown (None), never a made-up 0.
     assert as_count(value) == count
 
 
@@ -246,6 +247,21 @@ def test_a_cost_stays_unknown_until_one_is_reported() -> None:
     assert run.usage == TokenUsage(10, 2, None)
     run.add_usage(0, 0, 0.0)
     assert run.usage == TokenUsage(10, 2, 0.0)
+
+
+def test_a_count_no_reading_states_stays_unknown() -> None:
+    run = RunAccumulator()
+    run.set_usage(None, None)  # a reading that states nothing: no event
+    assert taken(run) == [] and run.usage == TokenUsage()
+    run.add_usage(None, None, 0.5)  # a step with a cost and no counts
+    assert run.usage == TokenUsage(None, None, 0.5)
+    run.add_usage(4, None)
+    run.add_usage(None, 2)
+    assert run.usage == TokenUsage(4, 2, 0.5)
+    run.set_usage(None, 9)  # a reading that states output only
+    assert run.usage == TokenUsage(None, 9, 0.5)
+    run.set_context(30, 100)
+    assert taken(run)[-1] == UsageEvent(TokenUsage(None, 9, 0.5, 30, 100))
 
 
 def test_events_come_out_in_the_order_reported() -> None:

@@ -131,6 +131,23 @@ def test_token_usage_adds_field_by_field() -> None:
     assert sum([TokenUsage(1, 1), TokenUsage(2, 2)], TokenUsage()) == TokenUsage(3, 3)
 
 
+def test_unknown_token_counts_stay_unknown_and_add_as_nothing() -> None:
+    # None is "the agent reported none": no made-up 0, by default or in sums.
+    assert (TokenUsage().input_tokens, TokenUsage().output_tokens) == (None, None)
+    assert TokenUsage() + TokenUsage() == TokenUsage(None, None)
+    assert TokenUsage() + TokenUsage(3, 4) == TokenUsage(3, 4)
+    assert TokenUsage(3, None) + TokenUsage(None, 4) == TokenUsage(3, 4)
+    assert TokenUsage(5, None) + TokenUsage(2, None) == TokenUsage(7, None)
+    # A stated 0 is a count: known, not unknown.
+    assert TokenUsage(0, 0) + TokenUsage() == TokenUsage(0, 0)
+    assert TokenUsage().total_tokens is None
+    assert TokenUsage(3, None).total_tokens == 3
+    assert TokenUsage(0, 0).total_tokens == 0
+    big = 2**63 - 1
+    assert TokenUsage(None, big) + TokenUsage(big, 5) == TokenUsage(big, big)
+    assert TokenUsage(big, big).total_tokens == big  # saturating, as sums do
+
+
 def test_token_usage_is_not_a_tuple() -> None:
     # `+` has one meaning: adding a tuple is an error, not a concatenation.
     assert not isinstance(TokenUsage(), tuple)

@@ -41,16 +41,17 @@ def test_jsonl_streams_every_event_kind_in_order_then_done() -> None:
     ]  # fmt: skip
     assert events[0]["text"] == "hello"
     assert events[2]["title"] == "Read config"
-    # usage_update.used is the context window's occupancy, not input tokens.
+    # usage_update.used is the context window's occupancy, not input tokens;
+    # no billed tokens were stated: null, never a made-up 0.
     assert events[5] == {
-        "type": "usage", "input_tokens": 0, "output_tokens": 0, "cost": 0.25,
+        "type": "usage", "input_tokens": None, "output_tokens": None, "cost": 0.25,
         "context_used": 50, "context_size": 1000,
     }  # fmt: skip
     final = events[-1]
     assert (final["success"], final["output"], final["exit_status"]) == (
         True, "hello there", 0,
     )  # fmt: skip
-    assert final["token_usage"] == {"input_tokens": 0, "output_tokens": 0,
+    assert final["token_usage"] == {"input_tokens": None, "output_tokens": None,
                                     "cost": 0.25, "context_used": 50,
                                     "context_size": 1000}  # fmt: skip
     assert final["error"] is None

@@ -3,6 +3,8 @@ count, the context window's occupancy (``usage_update.used``) does not."""
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 
 from oma_bridge import AgentConfig, OpenMultiAgent, Task, TokenUsage
@@ -79,4 +81,40 @@ async def test_context_occupancy_is_not_spent_tokens(tmp_path) -> None:
         result = await oma.run_tasks(tasks, agents)
     assert not result.budget_exceeded
     assert result["t"].status == "completed" and result["t"].output == "done"
-    assert result.usage == TokenUsage(0, 0, 0.5, 5000, 1000)
+    # No billed tokens stated: unknown (None), not 0.
+    assert result.usage == TokenUsage(None, None, 0.5, 5000, 1000)
+
+
+async def test_a_token_budget_counts_only_reported_tokens_and_says_so_once(
+    tmp_path, caplog
+) -> None:
+    # An ACP agent that sends occupancy only and a plain-text CLI report no
+    # billed tokens: they add nothing to the token budget (it cannot limit
+    # them), one WARNING says so, and the tokens a later run reports still
+    # break it.
+    agents = {
+        "acp": AgentConfig(name="acp", backend=fake_agent(tmp_path / "acp.log")),
+        "cli": worker("cli"),
+        "py": AgentConfig(
+            name="py", backend=python_backend(usage=TokenUsage(700, 400))
+        ),
+    }
+    tasks = [
+        Task(id="a", description="usage:5000;say:a", assignee="acp"),
+        Task(id="b", description="say:b", assignee="cli", depends_on=["a"]),
+        Task(id="c", description="c", assignee="py", depends_on=["b"]),
+    ]
+    oma = OpenMultiAgent(max_token_budget=1000)
+    with caplog.at_level(logging.WARNING, "oma_bridge.orchestration"):
+        with anyio.fail_after(WAIT):
+            result = await oma.run_tasks(tasks, agents)
+    assert [result[t].usage.total_tokens for t in "abc"] == [None, None, 1100]
+    assert result["a"].status == result["b"].status == "completed"
+    assert result.budget_exceeded  # 1100 reported tokens, over 1000
+    assert result.usage.input_tokens == 700 and result.usage.output_tokens == 400
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        "Agent 'acp' reported no billed tokens: the token budget counts only what "
+        "agents report, so it cannot limit runs like this one (further such runs "
+        "are not logged)."
+    ]

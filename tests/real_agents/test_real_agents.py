@@ -250,8 +250,9 @@ def billed(case: str) -> tuple[int, int]:
     return sum(i for i, _ in tokens), sum(o for _, o in tokens)
 
 
-#: Agents that report no billed tokens at all (oma-bridge then says 0, as
-#: TokenUsage documents, and keeps the occupancy they do report apart).
+#: Agents that report no billed tokens at all (oma-bridge then says None,
+#: unknown, as TokenUsage documents, and keeps the occupancy they do report
+#: apart).
 UNBILLED = {
     "codex-acp": "codex-acp 0.16 reports no billed tokens: no usage in its "
     "prompt reply or _meta, only usage_update.used (the context's occupancy)",
@@ -297,14 +298,18 @@ async def test_usage_is_what_the_model_billed(
 async def test_unreported_billing_is_not_made_up(
     world: World, anyio_backend: str
 ) -> None:
-    """Where the agent reports no billed tokens, the tool turn's usage is 0/0,
-    never the context occupancy it does report (that is ``context_used``)."""
+    """Where the agent reports no billed tokens, the tool turn's usage is
+    unknown (None), never a made-up 0 nor the context occupancy it does report
+    (that is ``context_used``)."""
     o = await outcome(world, "tools")
     assert o.result.success, o.result.error
     usage = o.result.token_usage
-    assert (usage.input_tokens, usage.output_tokens) == (0, 0), usage
+    assert (usage.input_tokens, usage.output_tokens) == (None, None), usage
     assert usage.context_used and usage.context_size, usage
-    assert all(e.usage.input_tokens == 0 for e in o.usage_events), o.usage_events
+    assert all(
+        (e.usage.input_tokens, e.usage.output_tokens) == (None, None)
+        for e in o.usage_events
+    ), o.usage_events
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

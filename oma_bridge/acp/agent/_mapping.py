@@ -10,6 +10,10 @@ Choices where the spec leaves room, and why:
 - A failing wrapped agent answers the prompt with ``-32603``, its message
   (exit code and redacted stderr tail included) and ``data`` naming its type;
   an error the real ACP agent sent is passed through as it came.
+- The reply's ``usage`` is sent only when the run reported both billed
+  counts: ACP's ``Usage`` requires ``inputTokens``, ``outputTokens`` and
+  ``totalTokens``, and a count the agent never stated is not sent as 0. A run
+  that reported none (or one of the two) answers without ``usage``.
 """
 
 from __future__ import annotations
@@ -228,11 +232,12 @@ def prompt_reply(result: AgentRunResult) -> JSONValue:
         raise error_reply(error)
     reply: dict[str, JSONValue] = {"stopReason": stop}
     usage = result.token_usage
-    if usage.input_tokens or usage.output_tokens:
+    tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+    if tokens_in is not None and tokens_out is not None:  # ACP needs all three
         reply["usage"] = {
-            "inputTokens": usage.input_tokens,
-            "outputTokens": usage.output_tokens,
-            "totalTokens": usage.input_tokens + usage.output_tokens,
+            "inputTokens": tokens_in,
+            "outputTokens": tokens_out,
+            "totalTokens": usage.total_tokens,
         }
     return reply
 

@@ -65,7 +65,7 @@ class TurnUpdates:
         self.cost: float | None = None
         #: Billed tokens summed from message chunks' ``_meta.usage`` (Qwen Code
         #: reports each model request so), None while there were none.
-        self._chunk_tokens: tuple[int, int] | None = None
+        self._chunk_tokens: TokenUsage | None = None
         #: What the last usage event said (None: none made yet).
         self._streamed: TokenUsage | None = None
         #: The answer to a turn cancelled and read to its end (its usage).
@@ -108,16 +108,21 @@ class TurnUpdates:
 
         Billed tokens come from the reply's ``usage``; else from its
         ``_meta.quota.token_count`` (Gemini CLI); else from the ``_meta.usage``
-        of the turn's message chunks, summed (Qwen Code); else 0. The latest
-        ``usage_update`` gives the context window's occupancy and size, as
-        such, and the turn's cost: the change of the cumulative ``cost``.
-        A count out of range (1e999999, NaN, -5, true, 4,000 digits) is 0.
+        of the turn's message chunks, summed (Qwen Code); else they are None,
+        unknown (never 0: an agent that sends only ``usage_update`` states no
+        billed tokens). The latest ``usage_update`` gives the context
+        window's occupancy and size, as such, and the turn's cost: the change
+        of the cumulative ``cost``. A count out of range (1e999999, NaN, -5,
+        true, 4,000 digits) is unknown too.
         """
-        tokens = _reply_tokens(reply) or self._chunk_tokens or (0, 0)
+        chunks = self._chunk_tokens
+        tokens = _reply_tokens(reply) or (
+            (chunks.input_tokens, chunks.output_tokens) if chunks else (None, None)
+        )
         cost = None
         if self.cost is not None:
             cost = max(0.0, self.cost - (self.base_cost or 0.0))
-        if tokens == (0, 0) and cost is None and self.used is None:
+        if tokens == (None, None) and cost is None and self.used is None:
             if self.size is None:
                 return _NO_USAGE  # what most turns report: no new object each time
         return TokenUsage(*tokens, cost, self.used, self.size)
@@ -160,8 +165,8 @@ class TurnUpdates:
                 as_count(usage.get("inputTokens")), as_count(usage.get("outputTokens"))
             )
             if self._chunk_tokens is not None:
-                step = TokenUsage(*self._chunk_tokens) + step  # saturating
-            self._chunk_tokens = step.input_tokens, step.output_tokens
+                step = self._chunk_tokens + step  # saturating
+            self._chunk_tokens = step
             self._emit_usage(self.usage())
 
     def _on_thought(self, update: dict[str, JSONValue]) -> None:
@@ -176,10 +181,10 @@ class TurnUpdates:
         # A reading out of range is ignored: an infinite, NaN or 4,000-digit
         # number would otherwise reach the result (or raise OverflowError).
         used, size, cost = update.get("used"), update.get("size"), update.get("cost")
-        if used == 0 or as_count(used):
-            self.used = as_count(used)
-        if size == 0 or as_count(size):
-            self.size = as_count(size)
+        if (count := as_count(used)) is not None:
+            self.used = count
+        if (count := as_count(size)) is not None:
+            self.size = count
         amount = as_cost(cost.get("amount")) if isinstance(cost, dict) else None
         if amount is not None:
             self.cost = amount
@@ -296,20 +301,25 @@ def _terminal_chunk(meta: JSONValue) -> str:
     return ""
 
 
-def _reply_tokens(reply: JSONValue) -> tuple[int, int] | None:
+def _reply_tokens(reply: JSONValue) -> tuple[int | None, int | None] | None:
     """The billed tokens a ``session/prompt`` reply states: its ``usage``, else
-    Gemini CLI's ``_meta.quota.token_count``; None when it states none."""
+    Gemini CLI's ``_meta.quota.token_count``; None when it states none (an
+    object with neither count in range states none)."""
     if not isinstance(reply, dict):
         return None
     usage = reply.get("usage")
+    tokens: tuple[int | None, int | None] = (None, None)
     if isinstance(usage, dict):
-        return as_count(usage.get("inputTokens")), as_count(usage.get("outputTokens"))
+        tokens = as_count(usage.get("inputTokens")), as_count(usage.get("outputTokens"))
     meta = reply.get("_meta")
     quota = meta.get("quota") if isinstance(meta, dict) else None
     count = quota.get("token_count") if isinstance(quota, dict) else None
-    if isinstance(count, dict):
-        return as_count(count.get("input_tokens")), as_count(count.get("output_tokens"))
-    return None
+    if tokens == (None, None) and isinstance(count, dict):
+        tokens = (
+            as_count(count.get("input_tokens")),
+            as_count(count.get("output_tokens")),
+        )
+    return None if tokens == (None, None) else tokens
 
 
 def _opt_str(value: JSONValue) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ...bridge.accumulator import as_cost, as_count
+from ...bridge.accumulator import as_cost, as_count, sum_counts
 from ._base import StreamParser, as_dict, as_list, as_str, tool_kind
 
 if TYPE_CHECKING:
@@ -31,12 +31,15 @@ def tool_output(content: JSONValue) -> JSONValue:
     return content
 
 
-def anthropic_usage(usage: JSONObject) -> tuple[int, int]:
-    """(input, output) tokens; cache reads and writes are input too."""
+def anthropic_usage(usage: JSONObject) -> tuple[int | None, int | None]:
+    """(input, output) tokens; cache reads and writes are input too. A count
+    the object does not state is None (unknown), not 0."""
     return (
-        as_count(usage.get("input_tokens"))
-        + as_count(usage.get("cache_creation_input_tokens"))
-        + as_count(usage.get("cache_read_input_tokens")),
+        sum_counts(
+            as_count(usage.get("input_tokens")),
+            as_count(usage.get("cache_creation_input_tokens")),
+            as_count(usage.get("cache_read_input_tokens")),
+        ),
         as_count(usage.get("output_tokens")),
     )
 
@@ -60,7 +63,7 @@ class ClaudeParser(StreamParser):
         self._partial = False
         # Each content block of a message comes as its own line, with the
         # message's usage repeated: keep the last reading per message id.
-        self._message_usage: dict[str, tuple[int, int]] = {}
+        self._message_usage: dict[str, tuple[int | None, int | None]] = {}
 
     def _on_assistant(self, obj: JSONObject) -> None:
         message = as_dict(obj.get("message"))
@@ -119,10 +122,10 @@ class ClaudeParser(StreamParser):
         usage = obj.get("usage")
         if isinstance(usage, dict):
             tokens = anthropic_usage(usage)
-        else:  # Amp reports usage per message only
+        else:  # Amp reports usage per message only (none at all: unknown)
             tokens = (
-                sum(u[0] for u in self._message_usage.values()),
-                sum(u[1] for u in self._message_usage.values()),
+                sum_counts(*(u[0] for u in self._message_usage.values())),
+                sum_counts(*(u[1] for u in self._message_usage.values())),
             )
         cost = as_cost(obj.get("total_cost_usd"))
         if cost is None:

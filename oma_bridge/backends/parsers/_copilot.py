@@ -130,10 +130,10 @@ class CopilotParser(StreamParser):
             message = as_str(as_dict(data.get("error")).get("message"))
             self._run.end_tool(call_id, failed=True, output=message or None)
         metrics = as_dict(as_dict(data.get("toolTelemetry")).get("metrics"))
-        used = metrics.get("context_current_tokens")
-        size = metrics.get("context_token_limit")
-        if (used == 0 or as_count(used)) and as_count(size):  # in range, or none
-            self._run.set_context(as_count(used), as_count(size))
+        used = as_count(metrics.get("context_current_tokens"))
+        size = as_count(metrics.get("context_token_limit"))
+        if used is not None and size:  # in range, and a window to be in
+            self._run.set_context(used, size)
 
     def _on_usage(self, obj: JSONObject) -> None:
         data = as_dict(obj.get("data"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from ...bridge.accumulator import as_cost, as_count
+from ...bridge.accumulator import as_cost, as_count, sum_counts
 from ._base import StreamParser, as_dict, as_str, tool_kind
 
 if TYPE_CHECKING:
@@ -67,10 +67,14 @@ class OpenCodeParser(StreamParser):
         tokens = as_dict(part.get("tokens"))
         cache = as_dict(tokens.get("cache"))
         self._run.add_usage(
-            as_count(tokens.get("input"))
-            + as_count(cache.get("read"))
-            + as_count(cache.get("write")),
-            as_count(tokens.get("output")) + as_count(tokens.get("reasoning")),
+            sum_counts(
+                as_count(tokens.get("input")),
+                as_count(cache.get("read")),
+                as_count(cache.get("write")),
+            ),
+            sum_counts(
+                as_count(tokens.get("output")), as_count(tokens.get("reasoning"))
+            ),
             as_cost(part.get("cost")),
         )
 

@@ -74,3 +74,55 @@ async def test_serve_reports_billed_tokens_in_the_reply_and_occupancy_as_such(
         "outputTokens": 14,
         "totalTokens": 58,
     }
+
+
+async def test_serve_sends_no_made_up_usage_for_counts_the_agent_never_stated(
+    tmp_path,
+) -> None:
+    # ACP's Usage needs inputTokens, outputTokens and totalTokens: a run that
+    # stated none (occupancy only), or only one of the two, answers without
+    # ``usage``, never with a 0 in place of what is unknown. A stated 0 is sent.
+    backend = ScriptedBackend(
+        [
+            Turn("a", usage=TokenUsage(None, None, 0.25, 8930, 200000)),
+            Turn("b", usage=TokenUsage(11, None)),
+            Turn("c", usage=TokenUsage(0, 0)),
+        ]
+    )
+    async with serving(AgentConfig(name="t", backend=backend)) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        frames = []
+        for n, text in ((2, "one"), (3, "two"), (4, "three")):
+            params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "session/prompt",
+                    "params": params,
+                }
+            )
+            while (frame := await editor.receive()).get("id") != n:
+                frames.append(frame)
+            frames.append(frame)
+    replies = [f["result"] for f in frames if "result" in f]
+    assert replies == [
+        {"stopReason": "end_turn"},
+        {"stopReason": "end_turn"},
+        {
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0},
+        },
+    ]
+    # The occupancy still goes out as such, with no token counts beside it.
+    updates = [f["params"]["update"] for f in frames if f.get("method")]
+    [occupancy] = [u for u in updates if u["sessionUpdate"] == "usage_update"]
+    assert occupancy == {
+        "sessionUpdate": "usage_update",
+        "used": 8930,
+        "size": 200000,
+        "cost": {"amount": 0.25, "currency": "USD"},
+    }
+    schema = pytest.importorskip("acp.schema")
+    for reply in replies:
+        schema.PromptResponse.model_validate(reply)

@@ -43,7 +43,7 @@ async def test_turns_permissions_files_and_usage(tmp_path) -> None:
     )
     usage = result.token_usage  # a usage_update is occupancy, not tokens billed
     assert (usage.input_tokens, usage.context_used, usage.context_size) == (
-        0,
+        None,  # none billed was stated: unknown, not 0
         1234,
         200000,
     )

@@ -117,8 +117,9 @@ def test_occupancy_is_a_reading_and_cost_the_turns_increase() -> None:
         base_cost=0.25,
     )
     assert list(turn.events) == [
-        UsageEvent(TokenUsage(0, 0, None, 150, 1000)),
-        UsageEvent(TokenUsage(0, 0, 0.25, 180, 1000)),
+        # No billed tokens stated yet: unknown, not 0.
+        UsageEvent(TokenUsage(None, None, None, 150, 1000)),
+        UsageEvent(TokenUsage(None, None, 0.25, 180, 1000)),
     ]
     assert (turn.used, turn.size, turn.cost) == (180, 1000, 0.5)
     # The reply's usage is what was billed; occupancy stays what it is.
@@ -168,7 +169,7 @@ def test_a_cost_below_the_base_never_counts_negative() -> None:
         {"sessionUpdate": "usage_update", "used": 10, "cost": {"amount": 1}},
         base_cost=2.0,
     )
-    assert turn.usage() == TokenUsage(0, 0, 0.0, 10)
+    assert turn.usage() == TokenUsage(None, None, 0.0, 10)
 
 
 def test_the_final_usage_event_agrees_with_the_result() -> None:
@@ -183,7 +184,7 @@ def test_the_final_usage_event_agrees_with_the_result() -> None:
         }
     )
     streamed = list(turn.events)
-    assert streamed == [UsageEvent(TokenUsage(0, 0, 0.1, 9, 99))]
+    assert streamed == [UsageEvent(TokenUsage(None, None, 0.1, 9, 99))]
     final = turn.final_usage({"usage": {"inputTokens": 11, "outputTokens": 7}})
     assert final == TokenUsage(11, 7, 0.1, 9, 99)
     assert list(turn.events)[-1] == UsageEvent(final)

@@ -96,13 +96,17 @@ PATTERNS: dict[str, tuple[list[list[dict[str, Any]]], list[TokenUsage]]] = {
         ],
         [TokenUsage(11, 7, 0.25, 8930, 200000), TokenUsage(44, 14, 0.5, 8974, 200000)],
     ),
-    # codex-acp 0.16, Copilot CLI: occupancy only; billed tokens unknown.
+    # codex-acp 0.16, Copilot CLI: occupancy only; billed tokens unknown
+    # (None, never a made-up 0).
     "occupancy only": (
         [
             [usage_update(18, 1000), text("a"), answer()],
             [usage_update(40, 1000), answer()],
         ],
-        [TokenUsage(0, 0, None, 18, 1000), TokenUsage(0, 0, None, 40, 1000)],
+        [
+            TokenUsage(None, None, None, 18, 1000),
+            TokenUsage(None, None, None, 40, 1000),
+        ],
     ),
     # gemini --acp: the answer's _meta.quota only.
     "_meta quota only": (
@@ -120,7 +124,7 @@ PATTERNS: dict[str, tuple[list[list[dict[str, Any]]], list[TokenUsage]]] = {
     # A cumulative cost and nothing else: the turn's own share of it.
     "cost only": (
         [[usage_update(cost=0.5), answer()], [usage_update(cost=1.25), answer()]],
-        [TokenUsage(0, 0, 0.5), TokenUsage(0, 0, 0.75)],
+        [TokenUsage(None, None, 0.5), TokenUsage(None, None, 0.75)],
     ),
 }
 
@@ -154,15 +158,15 @@ async def test_usage_as_each_agent_reports_it(tmp_path: Path, name: str) -> None
 
 
 async def test_claude_agent_acp_stream_and_result_agree(tmp_path: Path) -> None:
-    # The usage_update comes first (0/0 billed so far, with a cost); the
-    # answer says 11/7: a last usage event says so before the result.
+    # The usage_update comes first (no billed tokens known yet, with a cost);
+    # the answer says 11/7: a last usage event says so before the result.
     turns, _ = PATTERNS["answer usage plus occupancy"]
     async with agent_for(pattern_agent(tmp_path, turns[:1])) as agent:
         with anyio.fail_after(WAIT):
             events = [e async for e in agent.stream("go")]
     usages = [e.usage for e in events if isinstance(e, UsageEvent)]
     assert usages == [
-        TokenUsage(0, 0, 0.25, 8930, 200000),
+        TokenUsage(None, None, 0.25, 8930, 200000),
         TokenUsage(11, 7, 0.25, 8930, 200000),
     ]
     assert isinstance(events[-2], UsageEvent)  # right before the result
