@@ -1,7 +1,8 @@
 """Opt-in: real ACP agents from npm (install them with
 ``npm install --prefix /tmp/acp-agents @zed-industries/codex-acp
 @zed-industries/claude-agent-acp @google/gemini-cli``, or point
-OMA_BRIDGE_ACP_AGENTS at another prefix). Without credentials they answer
+OMA_BRIDGE_ACP_AGENTS at the prefix ``.ci/install-agents`` prints, which also
+holds the adapters' current packages in ``next/``). Without credentials they answer
 ``initialize`` and refuse ``session/new`` (or, claude-agent-acp,
 ``session/prompt``) with -32000: the result must name the auth methods they
 advertise, or say that none is advertised, and their own login command.
@@ -29,6 +30,11 @@ pytestmark = pytest.mark.e2e
 
 PREFIX = Path(os.environ.get("OMA_BRIDGE_ACP_AGENTS", "/tmp/acp-agents"))
 BIN = PREFIX / "node_modules" / ".bin"
+# The adapters under their current names (@agentclientprotocol/...) share the
+# zed packages' command names: .ci/install-agents puts them in PREFIX/next.
+# They need Node 22, which the npm package node@22 puts in the main prefix.
+NEXT_BIN = PREFIX / "next" / "node_modules" / ".bin"
+NODE22 = PREFIX / "node_modules" / "node" / "bin"
 # Credentials are scrubbed so the test sees the unauthenticated path everywhere.
 SCRUB = (
     "ANTHROPIC_API_KEY",
@@ -40,22 +46,27 @@ SCRUB = (
     "GOOGLE_APPLICATION_CREDENTIALS",
 )
 
+_NEXT_ENV = {"PATH": f"{NODE22}{os.pathsep}{os.environ.get('PATH', '')}"}
 AGENTS = {
-    "codex-acp": ((), {}),
-    "claude-agent-acp": ((), {"IS_SANDBOX": "1"}),  # it refuses root otherwise
-    "gemini": (("--acp",), {}),
+    "codex-acp": (BIN, (), {}),
+    "claude-agent-acp": (BIN, (), {"IS_SANDBOX": "1"}),  # it refuses root otherwise
+    "gemini": (BIN, ("--acp",), {}),
+    "next/codex-acp": (NEXT_BIN, (), _NEXT_ENV),
+    "next/claude-agent-acp": (NEXT_BIN, (), {"IS_SANDBOX": "1", **_NEXT_ENV}),
 }
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("name", sorted(AGENTS))
 async def test_real_agent_without_credentials(name, anyio_backend) -> None:
-    command = BIN / name
+    bin_dir, args, env = AGENTS[name]
+    command = bin_dir / name.rpartition("/")[2]
     if not command.exists():
         pytest.skip(
             f"{name} is not installed under {PREFIX} (see this module's docstring)"
         )
-    args, env = AGENTS[name]
+    if bin_dir == NEXT_BIN and not (NODE22 / "node").exists():
+        pytest.skip(f"{name} needs Node 22: node@22 is not installed under {PREFIX}")
     home = tempfile.mkdtemp(prefix="oma-acp-e2e-")  # no stored logins
     config = AcpBackendConfig(
         command=str(command),
