@@ -1,7 +1,8 @@
 """The reactor (``_os/reactor.py``) on its fallback, ``selectors``' default
 selector, as on a kernel without epoll (macOS, the BSDs): the same callbacks
 for the same readiness. And a run on an epoll kernel never imports
-``selectors`` (start-up: the CLI starts for every run)."""
+``selectors`` (start-up: the CLI starts for every run; the CLI's own run is
+tests/cli/test_start_imports.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from oma_bridge._os import reactor as reactor_module
 from oma_bridge._os.reactor import READABLE, WRITABLE, Reactor
-from tests.fresh_python import oma_bridge_cli, run_python
+from tests.fresh_python import run_python
 
 
 @pytest.fixture
@@ -75,15 +76,3 @@ def test_a_run_on_an_epoll_kernel_imports_no_selectors() -> None:
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
-
-
-@pytest.mark.skipif(not hasattr(select, "epoll"), reason="an epoll kernel only")
-def test_the_cli_run_imports_no_selectors() -> None:
-    # PYTHONPROFILEIMPORTTIME lists every module the run imports, on stderr.
-    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    done = oma_bridge_cli("run", "--process", "cat", "x", env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "x"
-    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
-    assert "oma_bridge._os.reactor" in imported
-    assert "selectors" not in imported
