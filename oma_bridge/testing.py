@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from .bridge import JSONValue, OmaBridgeError, StreamEvent, ToolCallRecord
+    from .bridge import OmaBridgeError, StreamEvent, ToolCallRecord
+    from .bridge.messages import JSONValue
 
 __all__ = (
     "STUB_SCRUB_ENV",

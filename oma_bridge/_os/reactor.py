@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import os
 import select
-import selectors
 from typing import TYPE_CHECKING, final
 
 if TYPE_CHECKING:
+    import selectors
     from collections.abc import Callable, Iterable
 
 __all__ = (
@@ -50,7 +49,7 @@ HANGUP = select.POLLHUP | select.POLLERR
 PIPE_BUF = select.PIPE_BUF
 
 _READ_SIZE = 64 * 1024
-_FOREVER = math.inf
+_FOREVER = float("inf")
 _EPOLL = getattr(select, "epoll", None)
 
 
@@ -101,7 +100,7 @@ def wait_readable_blocking(fds: Iterable[int], timeout: float) -> None:
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN)
-    poller.poll(math.ceil(max(timeout, 0) * 1000))
+    poller.poll(max(timeout, 0) * 1000)  # milliseconds, rounded up
 
 
 def _closed(exc: OSError) -> BaseException:
@@ -114,6 +113,44 @@ def _closed(exc: OSError) -> BaseException:
 
 
 @final
+class _Selector:
+    """``selectors``' default selector behind epoll's interface: where the
+    kernel has no epoll (macOS, the BSDs), readiness only (no hang-up bits).
+    Made only there, so a Linux start never imports ``selectors``."""
+
+    __slots__ = ("_read", "_selector", "_write")
+
+    if TYPE_CHECKING:
+        _selector: selectors.DefaultSelector
+
+    def __init__(self) -> None:
+        import selectors
+
+        self._selector = selectors.DefaultSelector()
+        self._read, self._write = selectors.EVENT_READ, selectors.EVENT_WRITE
+
+    def fileno(self) -> int:
+        return self._selector.fileno()
+
+    def register(self, fd: int, events: int) -> None:
+        self._selector.register(fd, self._write if events & WRITABLE else self._read)
+
+    def unregister(self, fd: int) -> None:
+        self._selector.unregister(fd)
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        ready = self._selector.select(None if timeout < 0 else timeout)
+        return [
+            (key.fd, (READABLE if mask & self._read else 0)
+             | (WRITABLE if mask & self._write else 0))
+            for key, mask in ready
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        self._selector.close()
+
+
+@final
 class Reactor:
     """Descriptors with callbacks, serviced when the owner waits.
 
@@ -121,16 +158,13 @@ class Reactor:
     its last data); ``selectors``' default elsewhere (readiness only).
     """
 
-    __slots__ = ("_callbacks", "_epoll", "_fd", "_selector", "_waiting", "closed")
+    __slots__ = ("_callbacks", "_fd", "_poller", "_waiting", "closed")
 
     def __init__(self) -> None:
-        self._epoll: select.epoll | None = _EPOLL() if _EPOLL is not None else None
-        self._selector: selectors.BaseSelector | None = None
-        if self._epoll is None:
-            self._selector = selectors.DefaultSelector()
-            self._fd = self._selector.fileno()
-        else:
-            self._fd = self._epoll.fileno()
+        self._poller: select.epoll | _Selector = (
+            _EPOLL() if _EPOLL is not None else _Selector()
+        )
+        self._fd = self._poller.fileno()
         self._callbacks: dict[int, Callable[[int], None]] = {}
         self._waiting = 0  # tasks in wait(): close() wakes them
         self.closed = False
@@ -158,40 +192,21 @@ class Reactor:
             import anyio
 
             raise anyio.ClosedResourceError
-        if self._epoll is not None:
-            self._epoll.register(fd, WRITABLE if write else READABLE)
-        else:
-            assert self._selector is not None
-            events = selectors.EVENT_WRITE if write else selectors.EVENT_READ
-            self._selector.register(fd, events)
+        self._poller.register(fd, WRITABLE if write else READABLE)
         self._callbacks[fd] = callback
 
     def remove(self, fd: int) -> None:
         """Stop watching ``fd`` (before it is closed); unknown ones are ignored."""
         if self._callbacks.pop(fd, None) is None or self.closed:
             return
-        if self._epoll is not None:
-            self._epoll.unregister(fd)
-        else:
-            assert self._selector is not None
-            self._selector.unregister(fd)
-
-    def _ready(self, timeout: float | None) -> list[tuple[int, int]]:
-        if self._epoll is not None:
-            return self._epoll.poll(-1 if timeout is None else timeout)
-        assert self._selector is not None
-        return [
-            (key.fd, (READABLE if mask & selectors.EVENT_READ else 0)
-             | (WRITABLE if mask & selectors.EVENT_WRITE else 0))
-            for key, mask in self._selector.select(timeout)
-        ]  # fmt: skip
+        self._poller.unregister(fd)
 
     def service(self, timeout: float | None = 0) -> bool:
         """Run the callbacks of the descriptors ready within ``timeout``
         seconds (0: now, None: however long it takes); True if one ran."""
         if self.closed or not self._callbacks:
             return False
-        ready = self._ready(timeout)
+        ready = self._poller.poll(-1 if timeout is None else timeout)
         callbacks = self._callbacks
         for fd, events in ready:
             callback = callbacks.get(fd)  # an earlier one may have removed it
@@ -266,11 +281,7 @@ class Reactor:
 
             with contextlib.suppress(RuntimeError):  # outside an event loop
                 anyio.notify_closing(self._fd)
-        if self._epoll is not None:
-            self._epoll.close()
-        else:
-            assert self._selector is not None
-            self._selector.close()
+        self._poller.close()
 
     def __enter__(self) -> Reactor:
         return self

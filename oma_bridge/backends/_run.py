@@ -10,7 +10,8 @@ from ..bridge import AgentRunResult, DoneEvent, ErrorEvent
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..bridge import LLMMessage, OmaBridgeError, RunRequest
+    from ..bridge import OmaBridgeError, RunRequest
+    from ..bridge.messages import LLMMessage
 
 __all__ = ("ending", "prompt_text")
 

@@ -30,7 +30,8 @@ from ._policy import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 
-    from ..bridge import AgentConfig, AgentRunResult, JSONValue, RunRequest
+    from ..bridge import AgentConfig, AgentRunResult, RunRequest
+    from ..bridge.messages import JSONValue
     from ._items import BatchItem, BatchResult
 
 __all__ = ("SyncBatch", "run_batch_sync")

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     )
     from typing_extensions import Self
 
-    from ..bridge import JSONValue
+    from ..bridge.messages import JSONValue
 
 
 def _fresh_sessions(config: AgentConfig) -> AgentConfig:

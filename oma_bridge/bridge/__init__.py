@@ -1,9 +1,11 @@
 """The Agent facade and the contracts every backend implements.
 
-Two public modules beside it are not part of this package's names: ``retry``
-(the retry policy of batch jobs and task graphs) and ``accumulator`` (what the
-JSON-stream parsers and the ACP turn build events with); a text run loads
-neither (docs/architecture.md, the start-up rule)."""
+Three public modules beside it are not part of this package's names: ``retry``
+(the retry policy of batch jobs and task graphs), ``accumulator`` (what the
+JSON-stream parsers and the ACP turn build events with) and ``messages`` (the
+typed dictionaries of a conversation, ``LLMMessage``, ``JSONValue`` and the
+content blocks: plain dicts at run time, names for type checkers); a text run
+loads none of them (docs/architecture.md, the start-up rule)."""
 
 from ._agent import Agent, AgentConfig, AgentStream, run_agent
 from ._hooks import AfterRunHook, BeforeRunContext, BeforeRunHook
@@ -50,17 +52,6 @@ from .events import (
     UsageEvent,
     UserMessageEvent,
 )
-from .messages import (
-    ContentBlock,
-    ImageBlock,
-    JSONValue,
-    LLMMessage,
-    MediaSource,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    VideoBlock,
-)
 
 __all__ = (
     "AfterRunHook",
@@ -80,17 +71,12 @@ __all__ = (
     "BeforeRunHook",
     "BlockingBackend",
     "ConfigOptionsEvent",
-    "ContentBlock",
     "CurrentModeEvent",
     "DoneEvent",
     "ErrorEvent",
     "FreshSessionConfig",
-    "ImageBlock",
     "InputProfile",
     "InvalidMessageError",
-    "JSONValue",
-    "LLMMessage",
-    "MediaSource",
     "OmaBridgeError",
     "PlanEvent",
     "ProtocolError",
@@ -103,19 +89,15 @@ __all__ = (
     "SessionInfoEvent",
     "SessionReplay",
     "StreamEvent",
-    "TextBlock",
     "TextEvent",
     "ThoughtEvent",
     "TokenUsage",
     "ToolCallEvent",
     "ToolCallRecord",
     "ToolCallUpdateEvent",
-    "ToolResultBlock",
-    "ToolUseBlock",
     "UnsupportedContentBlockError",
     "UsageAtEndConfig",
     "UsageEvent",
     "UserMessageEvent",
-    "VideoBlock",
     "run_agent",
 )

@@ -104,10 +104,17 @@ class Agent:
             if config.history
             else []
         )
-        # What hooks see as ctx.agent: no hooks, and a history they cannot reach
-        # the caller's (or this agent's) copy through.
-        self._hookless = dataclasses.replace(
-            config, before_run=None, after_run=None, history=self.get_history() or None
+        # What before_run sees as ctx.agent: no hooks, and a history it cannot
+        # reach the caller's (or this agent's) copy through.
+        self._hookless = (
+            None
+            if config.before_run is None
+            else dataclasses.replace(
+                config,
+                before_run=None,
+                after_run=None,
+                history=self.get_history() or None,
+            )
         )
         # Inside ``with``: whether it was entered, and the event loop (in a thread
         # of its own) that holds the backend between run_sync calls, once needed.
@@ -342,6 +349,7 @@ class Agent:
     async def _prepare(self, messages: list[LLMMessage]) -> RunRequest:
         prompt = _inputs.latest_user_text(messages)
         if self.config.before_run is not None:
+            assert self._hookless is not None  # made with the config, frozen
             profile = self.input_profile
             prompt, messages = await apply_before_run(
                 self.config.before_run, messages, profile, self._hookless

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
     from .._os.files import HeldFile
     from ..batch import BatchItem, BatchResult, BatchRun
-    from ..bridge import AgentConfig, JSONValue
+    from ..bridge import AgentConfig
+    from ..bridge.messages import JSONValue
 
 _MAX_REPORTED = 20
 

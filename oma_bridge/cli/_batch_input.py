@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .._os.files import HeldFile
-    from ..bridge import JSONValue
+    from ..bridge.messages import JSONValue
 
 
 class Problem(NamedTuple):

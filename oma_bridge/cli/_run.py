@@ -42,13 +42,13 @@ if TYPE_CHECKING:
     from ..bridge import (
         AgentConfig,
         AgentRunResult,
-        JSONValue,
         PlanEvent,
         StreamEvent,
         TokenUsage,
         ToolCallEvent,
         ToolCallUpdateEvent,
     )
+    from ..bridge.messages import JSONValue
     from ._waiting import Waiting
 
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Literal, final
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from ..bridge import JSONValue, StreamEvent
+    from ..bridge import StreamEvent
+    from ..bridge.messages import JSONValue
 
 __all__ = ("DELAY", "Waiting", "paused")
 

@@ -38,7 +38,8 @@ from ._progress import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..bridge import AgentConfig, AgentStream, JSONValue, LLMMessage
+    from ..bridge import AgentConfig, AgentStream
+    from ..bridge.messages import JSONValue, LLMMessage
     from ._budget import Budget
     from ._evaluation import Evaluation
     from ._tracing import Tracing

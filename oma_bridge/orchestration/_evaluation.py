@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
     from typing_extensions import Self
 
-    from ..bridge import LLMMessage, TokenUsage
+    from ..bridge import TokenUsage
+    from ..bridge.messages import LLMMessage
 
 __all__ = (
     "Evaluation",

@@ -11,7 +11,8 @@ from ._tracing import Tracing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ..bridge import AgentConfig, AgentRunResult, LLMMessage
+    from ..bridge import AgentConfig, AgentRunResult
+    from ..bridge.messages import LLMMessage
     from ._evaluation import Evaluation
     from ._progress import ProgressHandler
     from ._tasks import Agents, Task, TasksResult, TeamAgent

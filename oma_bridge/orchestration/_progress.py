@@ -33,7 +33,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
-    from ..bridge import JSONValue, TokenUsage
+    from ..bridge import TokenUsage
+    from ..bridge.messages import JSONValue
     from ._team import Plan
 
 __all__ = (

@@ -41,7 +41,8 @@ from ._offers import AGENT_OFFERS, advertise
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ...bridge import AgentRunResult, JSONValue, StreamEvent
+    from ...bridge import AgentRunResult, StreamEvent
+    from ...bridge.messages import JSONValue
     from ._offers import Offer
 
 __all__ = (

@@ -19,7 +19,7 @@ from ..rpc import methods as m
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
 
 __all__ = (
     "AGENT_OFFERS",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ..client import (
         AcpBackendConfig,
         FrameObserver,

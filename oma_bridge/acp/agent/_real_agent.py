@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup, TaskStatus
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ..client import AcpBackendConfig
     from ..rpc import Params
     from ._offers import Offer

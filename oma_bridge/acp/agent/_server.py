@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from ...bridge import AgentRunResult, JSONValue
+    from ...bridge import AgentRunResult
+    from ...bridge.messages import JSONValue
     from ..client import PermissionPolicy
     from ..rpc import Connection
     from ._offers import Offer

@@ -24,7 +24,8 @@ from ._mapping import display_name
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from ...bridge import Agent, JSONValue
+    from ...bridge import Agent
+    from ...bridge.messages import JSONValue
     from ..rpc import Connection, RequestId
     from ._real_agent import RealAgent
     from ._server import ServeTarget

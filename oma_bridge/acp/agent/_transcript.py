@@ -16,7 +16,7 @@ from ..rpc import encode, is_id
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ..rpc import NdjsonStream, RequestId
 
 __all__ = ("EOF_GRACE", "WRITE_TIMEOUT", "Transcript", "Wire")

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     import weakref
     from collections.abc import Collection
 
-    from ...bridge import JSONValue, SessionReplay
+    from ...bridge import SessionReplay
+    from ...bridge.messages import JSONValue
     from ..rpc import Params
     from ._config import AcpBackendConfig
     from ._turn import AcpRun

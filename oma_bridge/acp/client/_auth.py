@@ -27,7 +27,7 @@ from ..rpc import methods as m
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ._agent_process import AgentProcess
     from ._config import AcpBackendConfig
 

@@ -18,7 +18,7 @@ from ._permissions import (
 )
 
 if TYPE_CHECKING:
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ._backend import AcpBackend
     from ._elicitation import ElicitationPolicy
 

@@ -22,7 +22,7 @@ from ._permissions import ask_beside
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ..rpc import Params
 
 __all__ = (

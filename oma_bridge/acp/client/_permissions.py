@@ -23,7 +23,7 @@ from ..rpc import invalid_params
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ..rpc import Params
 
 __all__ = (

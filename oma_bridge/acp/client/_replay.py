@@ -12,7 +12,7 @@ from ...bridge import SessionReplay
 from ._updates import TurnUpdates, content_text
 
 if TYPE_CHECKING:
-    from ...bridge import JSONValue, LLMMessage
+    from ...bridge.messages import JSONValue, LLMMessage
 
 __all__ = ("Replay",)
 

@@ -34,7 +34,7 @@ from ._terminals import TerminalError, TerminalStartError, UnknownTerminal
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ._agent_process import AgentProcess
     from ._terminals import ExitStatus, Terminals
 

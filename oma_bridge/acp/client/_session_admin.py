@@ -19,7 +19,7 @@ from ...bridge import OmaBridgeError, ProtocolError
 from ..rpc import methods as m
 
 if TYPE_CHECKING:
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ._agent_process import AgentProcess
 
 __all__ = (

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..rpc import methods as m
 
 if TYPE_CHECKING:
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ..rpc import Connection
     from ._config import AcpBackendConfig
 

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from collections import deque
     from collections.abc import Callable
 
-    from ...bridge import JSONValue, StreamEvent, ToolCallRecord
+    from ...bridge import StreamEvent, ToolCallRecord
+    from ...bridge.messages import JSONValue
 
 __all__ = ("TurnEnd", "TurnUpdates", "content_text", "turn_end")
 

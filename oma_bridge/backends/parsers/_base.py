@@ -20,7 +20,8 @@ from ...bridge.accumulator import RunAccumulator
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...bridge import JSONValue, StreamEvent, TokenUsage, ToolCallRecord
+    from ...bridge import StreamEvent, TokenUsage, ToolCallRecord
+    from ...bridge.messages import JSONValue
 
 __all__ = (
     "SAMPLE_CHARS",

@@ -16,7 +16,7 @@ from ...bridge.accumulator import as_cost, as_count, sum_counts
 from ._base import StreamParser, as_dict, as_list, as_str, tool_kind
 
 if TYPE_CHECKING:
-    from ...bridge import JSONValue
+    from ...bridge.messages import JSONValue
     from ._base import JSONObject
 
 __all__ = ("ClaudeParser",)

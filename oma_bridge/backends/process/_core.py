@@ -33,7 +33,8 @@ from .._run import ending
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ...bridge import LLMMessage, StreamEvent
+    from ...bridge import StreamEvent
+    from ...bridge.messages import LLMMessage
     from ..parsers import StreamParser
     from ._config import ProcessBackendConfig
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, NamedTuple, final
+from typing import TYPE_CHECKING, final
 
 from ..._os.child import Child, begin_stop, end_stop
 from ..._os.reactor import READABLE, read_pipe
@@ -33,7 +33,8 @@ __all__ = ("Launch", "Plan", "RunIO", "advance")
 _EXIT_POLL = 0.05
 
 
-class Launch(NamedTuple):
+@final
+class Launch:
     """How a run's child starts, worked out before anything is spawned.
 
     Attributes:
@@ -42,9 +43,17 @@ class Launch(NamedTuple):
         error: Why the command cannot start (not found, not executable), or None.
     """
 
-    env: Mapping[bytes, bytes]
-    executable: str
-    error: OmaBridgeError | None = None
+    __slots__ = ("env", "error", "executable")
+
+    def __init__(
+        self,
+        env: Mapping[bytes, bytes],
+        executable: str,
+        error: OmaBridgeError | None = None,
+    ) -> None:
+        self.env = env
+        self.executable = executable
+        self.error = error
 
 
 # -- starting --------------------------------------------------------------------------

@@ -1,0 +1,43 @@
+"""What ``oma-bridge run --process cat x`` imports: none of what a text run
+does not use (docs/architecture.md, the start-up rule). The interpreter lists
+every module it imports on stderr under PYTHONPROFILEIMPORTTIME."""
+
+from __future__ import annotations
+
+import os
+import select
+
+from tests.fresh_python import oma_bridge_cli
+
+
+def _imported(*args: str) -> set[str]:
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = oma_bridge_cli(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "x"
+    return {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
+def test_a_text_process_run_imports_only_what_it_uses() -> None:
+    imported = _imported("run", "--process", "cat", "x")
+    assert "oma_bridge.backends.process" in imported  # the list is the real one
+    unused = {
+        "asyncio",  # a blocking run starts no event loop
+        "anyio",
+        "oma_bridge.acp",
+        "oma_bridge.backends.pty",
+        "oma_bridge.backends.parsers",
+        "oma_bridge.bridge.accumulator",  # beside the bridge package, not in it
+        "oma_bridge.bridge.messages",
+        "oma_bridge.bridge.retry",
+        "oma_bridge.batch",
+        "oma_bridge.orchestration",
+        "logging",
+    }
+    if hasattr(select, "epoll"):
+        unused.add("selectors")  # the reactor's fallback where there is no epoll
+    assert sorted(unused & imported) == []
