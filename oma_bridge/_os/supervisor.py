@@ -99,6 +99,12 @@ def _start() -> None:
         read, write = os.pipe2(os.O_CLOEXEC)
     except OSError:
         return
+    # The groups go into the pipe before the keeper starts: killed during its
+    # start, we leave it every group to read (a keeper that died took ours
+    # with it, so the new one learns them all).
+    os.set_blocking(write, False)
+    _fd, _pending = write, b""
+    _send(b"".join(b"+%d\n" % pgid for pgid in _groups), replace=False)
     try:
         _pid = os.posix_spawn(
             _SHELL,
@@ -114,14 +120,9 @@ def _start() -> None:
     except (OSError, NotImplementedError):
         _failed = True
         os.close(read)
-        os.close(write)
+        _forget()
         return
     os.close(read)
-    os.set_blocking(write, False)
-    _fd = write
-    # A keeper that died took our groups with it: the new one learns them all.
-    _pending = b""
-    _send(b"".join(b"+%d\n" % pgid for pgid in _groups), replace=False)
 
 
 def _send(line: bytes, *, replace: bool = True) -> None:

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING
 
 from oma_bridge._os import supervisor
 from oma_bridge._os.child import Child
 from tests.backends._support import is_dead
 from tests.leaks import wait_any_ended
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _sleeper() -> Child:
@@ -45,3 +51,40 @@ def test_a_killed_keeper_is_replaced_and_told_every_group() -> None:
         for child in (first, second):
             if child is not None:
                 child.kill_now()
+
+
+KILLED_WHILE_THE_KEEPER_STARTS = """
+import os, signal, sys
+from oma_bridge._os.child import Child
+
+real_spawn = os.posix_spawn
+
+def spawn(path, argv, *args, **kwargs):
+    pid = real_spawn(path, argv, *args, **kwargs)
+    if "oma-bridge keeper" in argv[-1]:
+        os.kill(os.getpid(), signal.SIGKILL)  # the keeper runs, nothing sent yet
+    return pid
+
+os.posix_spawn = spawn
+script = "echo $$ > " + sys.argv[1] + "; exec sleep 60"
+Child(["/bin/sh", "-c", script], env=dict(os.environ), cwd=None, pipe_stdin=False)
+"""
+
+
+def test_a_group_started_before_the_keeper_is_killed_if_we_die_as_it_starts(
+    tmp_path: Path,
+) -> None:
+    """The first spawn starts the keeper; killed right after that start, before
+    a line could follow, we have already left it the group to kill."""
+    pidfile = tmp_path / "pid"
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_THE_KEEPER_STARTS, str(pidfile)],
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL
+    pid = int(pidfile.read_text())
+    try:
+        assert _wait_dead(pid), "the group outlived us: the keeper never heard of it"
+    finally:
+        if not is_dead(pid):
+            os.kill(pid, signal.SIGKILL)
