@@ -542,3 +542,46 @@ def test_copilot_file_tools_have_their_kinds() -> None:
     _, events = parse("copilot-json", lines)
     kinds = [(c.id, c.kind) for c in of(events, ToolCallEvent)]
     assert kinds == [("view", "read"), ("create", "edit"), ("edit", "edit")]
+
+
+def _opencode_refusal(error: str) -> bytes:
+    # opencode run 1.18.33 with "edit": "ask", as it wrote it: the call, then
+    # the step that asked for it.
+    call = {
+        "type": "tool_use",
+        "part": {
+            "type": "tool",
+            "tool": "write",
+            "callID": "call_1",
+            "state": {"status": "error", "input": {"filePath": "/w/o"}, "error": error},
+        },
+    }
+    step = {
+        "type": "step_finish",
+        "part": {"reason": "tool-calls", "tokens": {"input": 44, "output": 14}},
+    }
+    return b"".join(json.dumps(o).encode() + b"\n" for o in (call, step))
+
+
+def test_an_opencode_run_ends_at_the_step_whose_call_was_rejected() -> None:
+    # opencode run rejects what its config says to ask about, and a rejection
+    # halts its loop: the stream ends there, exit 0. It was taken for a CLI
+    # that stopped in mid-stream (an "incomplete output" error).
+    rejected = "The user rejected permission to use this specific tool call."
+    parser, events = parse("opencode-json", _opencode_refusal(rejected))
+    assert parser.complete and parser.error is None
+    (update,) = of(events, ToolCallUpdateEvent)
+    assert (update.id, update.status, update.raw_output) == (
+        "call_1",
+        "failed",
+        rejected,
+    )
+    # A rejection with feedback, a call a deny rule refuses, or one that just
+    # failed goes back to the model: more steps follow.
+    for error in (
+        rejected.rstrip(".") + " with the following feedback: no",
+        "The user has specified a rule which prevents you from using this "
+        "specific tool call.",
+        "File not found",
+    ):
+        assert not parse("opencode-json", _opencode_refusal(error))[0].complete

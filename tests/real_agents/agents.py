@@ -193,7 +193,15 @@ ROUTES = {
             node22=True,
             prefix="next",
         ),
-        Route("codex", "codex", "codex", CODEX_TOOLS, keeps_call_id=False),
+        # Refusing: its read-only sandbox, where an escalation is refused.
+        Route(
+            "codex",
+            "codex",
+            "codex",
+            CODEX_TOOLS,
+            keeps_call_id=False,
+            deny_options={"args": ("exec", "--sandbox", "read-only", "--json", "-")},
+        ),
         Route(
             "codex-acp",
             "codex-acp",

@@ -42,6 +42,16 @@ class World:
         self._stubs.append(self.stub)
         return self.stub
 
+    def beside(self, name: str) -> World:
+        """Another world of the route next to this one (a workspace and a HOME
+        of its own, its stubs stopped with this one's), so that runs of the
+        route can go on at once."""
+        ws, home = _lay_out(self.workspace.parent / name)
+        return World(
+            self.route, self.bin, self.node_modules, ws, home, self.scratch,
+            _stubs=self._stubs,
+        )  # fmt: skip
+
     def config(
         self, *, allow: bool = True, **options: Any
     ) -> ProcessBackendConfig | AcpBackendConfig:
@@ -77,6 +87,15 @@ def _node_modules() -> Path:
     return modules
 
 
+def _lay_out(root: Path) -> tuple[Path, Path]:
+    """A workspace holding notes.txt, and a scratch HOME, under ``root``."""
+    ws, home = root / "ws", root / "home"
+    for d in (ws, home):
+        d.mkdir(parents=True)
+    (ws / "notes.txt").write_text("banana\n")
+    return ws, home
+
+
 @pytest.fixture
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     route = ROUTES[request.param]
@@ -88,10 +107,9 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
         pytest.skip(
             f"{route.binary} needs Node 22: node@22 is not installed under {modules}"
         )
-    ws, home, scratch = tmp_path / "ws", tmp_path / "home", tmp_path / "stub"
-    for d in (ws, home, scratch):
-        d.mkdir()
-    (ws / "notes.txt").write_text("banana\n")
+    ws, home = _lay_out(tmp_path)
+    scratch = tmp_path / "stub"
+    scratch.mkdir()
     w = World(route, binary, modules, ws, home, scratch)
     try:
         yield w

@@ -5,6 +5,12 @@ complete); ``tool_use`` (``part.tool``, ``part.callID`` and ``part.state`` with
 ``status`` completed or error, ``input``, ``output``); ``step_finish``
 (``part.tokens`` and ``part.cost`` of the step); ``error`` (``error.name``,
 ``error.data.message``); see packages/opencode/src/cli/cmd/run.ts.
+
+A run ends at its last ``step_finish`` (a reason other than ``tool-calls``), or
+at the ``step_finish`` after a tool call whose permission was rejected:
+``opencode run`` rejects every call its config says to ask about, and a
+rejection halts the session loop, the model not asked again (OpenCode 1.18.33;
+a call a ``deny`` rule refuses goes back to the model, and the run goes on).
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ("OpenCodeParser",)
 
+#: A tool call's error when its permission was rejected (RejectedError; with
+#: feedback the text goes on and so does the run).
+_REJECTED = "The user rejected permission to use this specific tool call."
+
 
 class OpenCodeParser(StreamParser):
     """``opencode-json``."""
@@ -31,6 +41,9 @@ class OpenCodeParser(StreamParser):
         "error": "_on_error",
     }
     ignored: ClassVar[frozenset[str]] = frozenset({"step_start"})
+
+    #: A tool call's permission was rejected: its step is the last.
+    _halted = False
 
     def _on_text(self, obj: JSONObject) -> None:
         text = as_str(as_dict(obj.get("part")).get("text"))
@@ -54,6 +67,8 @@ class OpenCodeParser(StreamParser):
             raw_input=state.get("input"),
         )
         failed = state.get("status") == "error"
+        if failed and state.get("error") == _REJECTED:
+            self._halted = True
         self._run.end_tool(
             call_id,
             failed=failed,
@@ -62,7 +77,7 @@ class OpenCodeParser(StreamParser):
 
     def _on_step_finish(self, obj: JSONObject) -> None:
         part = as_dict(obj.get("part"))
-        if part.get("reason") != "tool-calls":  # the last step: the run is done
+        if part.get("reason") != "tool-calls" or self._halted:  # the last step
             self.complete = True
         tokens = as_dict(part.get("tokens"))
         cache = as_dict(tokens.get("cache"))
