@@ -319,3 +319,21 @@ def test_find_escaped_takes_only_what_left_the_group() -> None:
         for pid in (grouped, setsid, setpgid):
             if pid:
                 kill_if_alive(pid)
+
+
+async def test_what_an_acp_agent_detached_dies_with_it_though_it_exits_first(
+    tmp_path: Path,
+) -> None:
+    """The agent started a command in a session of its own and exits as soon
+    as its stdin closes: the stop looked before closing it, so the command,
+    re-parented away once the agent is gone, is still found and killed."""
+    log = tmp_path / "log"
+    async with agent_for(fake_agent(log, kill_grace=GRACE)) as agent:
+        with anyio.fail_after(BOUND):
+            result = await agent.run("detach;say:done")
+    pid = next(e["pid"] for e in map_log(log) if e.get("_sent") == "escaped")
+    try:
+        assert result.success and result.output == "done"
+        assert wait_gone(pid), "the detached command outlived its agent"
+    finally:
+        kill_if_alive(pid)

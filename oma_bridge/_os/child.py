@@ -24,7 +24,9 @@ A descendant that left the group (``setsid``, ``setpgid``) is out of the group
 kill's reach. So the first signal of a stop, while the leader still runs, looks
 first: the leader's descendants, by their parent links in ``/proc``, whose group
 is another are taken with a pidfd each (``escaped``) and get the group's signals
-(SIGTERM, then SIGKILL at the reap); the error and a WARNING name them. Where
+(SIGTERM, then SIGKILL at the reap); the error and a WARNING name them. A stop
+that first closes stdin and lets the leader exit looks before it closes
+(``look_for_escaped``). Where
 there is no ``/proc`` or no pidfd, none is found or signalled. Found are only
 those still linked to the leader by parents: one whose parent exited before the
 stop was re-parented away and is not.
@@ -343,11 +345,17 @@ class Child:
         """SIGKILL to the whole group, without waiting or reaping."""
         self._stop_signal(signal.SIGKILL)
 
+    def look_for_escaped(self) -> None:
+        """Find what escaped the group now, while the leader runs: for a stop
+        that begins by closing stdin, whose polite leader may exit before the
+        first signal and leave its descendants re-parented out of reach."""
+        if self.escaped is None and self.returncode is None and not self.has_exited():
+            self.escaped = find_escaped(self.pid)
+
     def _stop_signal(self, sig: signal.Signals) -> None:
         """``sig`` to the group and to what escaped it, found first (at the
         first signal, while the leader runs and its descendants link to it)."""
-        if self.escaped is None and self.returncode is None and not self.has_exited():
-            self.escaped = find_escaped(self.pid)
+        self.look_for_escaped()
         self._killpg(sig)
         if self.escaped:
             _signal_escaped(self.escaped, sig)

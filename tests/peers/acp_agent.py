@@ -18,7 +18,9 @@ the answer. stallread:PATH asks for PATH, then never reads again and writes
 64 KiB chunks for as long as it can (a peer that stopped reading).
 escape / escapesetsid: start `sleep 60` holding stdout and stderr (in our
 process group / in a session of its own), log its pid as {"_sent": "escaped"},
-then exit 3 mid-turn.
+then exit 3 mid-turn. detach: start `sleep 60` in a session of its own with
+its output to /dev/null, log its pid the same way, and end the turn (as Claude
+Code runs a Bash command); the agent exits at once when its stdin closes.
 Hostile frames: raw:PATH writes the bytes of PATH to stdout as they are and goes
 on; rpcerror:TEXT answers the prompt with a -32603 error object whose message
 and data.detail are TEXT; both:TEXT answers it with a result AND an error;
@@ -425,6 +427,16 @@ def prompt_turn(sid: str, text: str) -> str:
             log({"_sent": "escaped", "id": None, "pid": child.pid})
             chunk(sid, "partial")
             os._exit(3)
+        elif name == "detach":
+            import subprocess
+
+            child = subprocess.Popen(
+                ["sleep", "60"],
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            log({"_sent": "escaped", "id": None, "pid": child.pid})
         elif name == "readflood":
             # Ask for a file, then write COUNT 64 KiB chunks before reading the
             # answer: a client that writes the answer without reading deadlocks.

@@ -472,6 +472,7 @@ class AgentProcess:
         child = self.child
         with anyio.CancelScope(shield=True):
             if child is not None:
+                child.look_for_escaped()  # before its stdin closes: see stop()
                 for fd in (child.stderr, child.pidfd):
                     if fd >= 0:
                         self.side.remove(fd)
@@ -593,6 +594,10 @@ class AgentProcess:
                 self.terminals.release_all()
             child = self.child
             if child is not None:
+                # Before the agent may exit on its own: what it started in a
+                # session of its own (Claude Code's Bash commands) is then
+                # re-parented away, out of the stop's reach.
+                child.look_for_escaped()
                 if child.stdin >= 0:
                     anyio.notify_closing(child.stdin)
                 if self.writer is not None:
