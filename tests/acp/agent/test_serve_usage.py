@@ -10,7 +10,23 @@ from oma_bridge import AgentConfig, TokenUsage, UsageEvent
 from oma_bridge.acp.agent._mapping import session_update
 from oma_bridge.testing import ScriptedBackend, Turn
 
-from ..serve_memory import serving
+from ..serve_memory import EditorPeer, serving
+
+
+async def _prompt(
+    editor: EditorPeer, sid: str, n: int, text: str
+) -> tuple[list[dict], dict]:
+    """One prompt as request ``n``: the updates sent before its answer, and the
+    answer."""
+    start = len(editor.received)
+    params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+    reply = await editor.call(n, "session/prompt", params)
+    updates = [
+        f["params"]["update"]
+        for f in editor.received[start:]
+        if f.get("method") == "session/update"
+    ]
+    return updates, reply
 
 
 def test_a_usage_event_is_an_occupancy_update_with_the_sessions_cost() -> None:
@@ -42,21 +58,9 @@ async def test_serve_reports_billed_tokens_in_the_reply_and_occupancy_as_such(
         sid = await editor.open_session(str(tmp_path))
         seen = []
         for n, text in ((2, "one"), (3, "two")):
-            params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
-            await editor.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": n,
-                    "method": "session/prompt",
-                    "params": params,
-                }
-            )
-            updates = []
-            while (frame := await editor.receive()).get("id") != n:
-                updates.append(frame["params"]["update"])
-            seen.append(
-                ([u for u in updates if u["sessionUpdate"] == "usage_update"], frame)
-            )
+            updates, reply = await _prompt(editor, sid, n, text)
+            occupancy = [u for u in updates if u["sessionUpdate"] == "usage_update"]
+            seen.append((occupancy, reply))
     (first, reply1), (second, reply2) = seen
     assert first == [
         {"sessionUpdate": "usage_update", "used": 8930, "size": 200000,
@@ -91,21 +95,11 @@ async def test_serve_sends_no_made_up_usage_for_counts_the_agent_never_stated(
     )
     async with serving(AgentConfig(name="t", backend=backend)) as editor:
         sid = await editor.open_session(str(tmp_path))
-        frames = []
+        updates, replies = [], []
         for n, text in ((2, "one"), (3, "two"), (4, "three")):
-            params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
-            await editor.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": n,
-                    "method": "session/prompt",
-                    "params": params,
-                }
-            )
-            while (frame := await editor.receive()).get("id") != n:
-                frames.append(frame)
-            frames.append(frame)
-    replies = [f["result"] for f in frames if "result" in f]
+            sent, reply = await _prompt(editor, sid, n, text)
+            updates += sent
+            replies.append(reply["result"])
     assert replies == [
         {"stopReason": "end_turn"},
         {"stopReason": "end_turn"},
@@ -115,7 +109,6 @@ async def test_serve_sends_no_made_up_usage_for_counts_the_agent_never_stated(
         },
     ]
     # The occupancy still goes out as such, with no token counts beside it.
-    updates = [f["params"]["update"] for f in frames if f.get("method")]
     [occupancy] = [u for u in updates if u["sessionUpdate"] == "usage_update"]
     assert occupancy == {
         "sessionUpdate": "usage_update",
