@@ -11,6 +11,8 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+import pytest
+
 from oma_bridge._os import supervisor
 from oma_bridge._os.child import Child
 from tests.backends._support import is_dead
@@ -88,3 +90,14 @@ def test_a_group_started_before_the_keeper_is_killed_if_we_die_as_it_starts(
     finally:
         if not is_dead(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's SCHED_BATCH")
+def test_the_keeper_runs_under_the_batch_policy_so_its_lines_never_preempt_us() -> None:
+    child = _sleeper()
+    try:
+        keeper = supervisor.keeper_pid()
+        assert keeper and not is_dead(keeper)
+        assert os.sched_getscheduler(keeper) == os.SCHED_BATCH
+    finally:
+        child.kill_now()
