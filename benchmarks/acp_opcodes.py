@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import anyio  # noqa: E402
 
 from oma_bridge import Agent, AgentConfig  # noqa: E402
-from oma_bridge._os import fdstream as _fdstream  # noqa: E402
+from oma_bridge._os import fdstream as _fdstream, reactor as _reactor  # noqa: E402
 from oma_bridge.acp import AcpBackendConfig  # noqa: E402
 
 AGENT = (sys.executable, str(ROOT / "tests" / "peers" / "acp_agent.py"))
@@ -64,7 +64,7 @@ def _instrument(counter: Counter) -> None:
         counter.phase = "between"
         return sent
 
-    real_os = _fdstream.os
+    real_os = _reactor.os  # every pipe read goes through reactor.read_pipe
 
     def read(fd: int, size: int) -> bytes:
         data = real_os.read(fd, size)
@@ -76,7 +76,7 @@ def _instrument(counter: Counter) -> None:
     shim.__dict__.update(real_os.__dict__)
     shim.read = read  # type: ignore[attr-defined]
     _fdstream.FdSendStream._write = written  # type: ignore[method-assign]
-    _fdstream.os = shim  # type: ignore[attr-defined]
+    _reactor.os = shim  # type: ignore[attr-defined]
 
 
 async def _turns(turns: int, counter: Counter) -> None:
