@@ -135,7 +135,7 @@ class TurnUpdates:
         usage = self.usage(reply)
         if self._streamed is not None and usage != self._streamed:
             self._emit_usage(usage)
-        elif self._streamed is None and usage != _NO_USAGE:
+        elif self._streamed is None and usage is not _NO_USAGE:  # usage() shares it
             self._emit_usage(usage)
         return usage
 
@@ -309,17 +309,16 @@ def _reply_tokens(reply: JSONValue) -> tuple[int | None, int | None] | None:
     if not isinstance(reply, dict):
         return None
     usage = reply.get("usage")
-    tokens: tuple[int | None, int | None] = (None, None)
     if isinstance(usage, dict):
         tokens = as_count(usage.get("inputTokens")), as_count(usage.get("outputTokens"))
+        if tokens != (None, None):
+            return tokens
     meta = reply.get("_meta")
     quota = meta.get("quota") if isinstance(meta, dict) else None
     count = quota.get("token_count") if isinstance(quota, dict) else None
-    if tokens == (None, None) and isinstance(count, dict):
-        tokens = (
-            as_count(count.get("input_tokens")),
-            as_count(count.get("output_tokens")),
-        )
+    if not isinstance(count, dict):
+        return None
+    tokens = as_count(count.get("input_tokens")), as_count(count.get("output_tokens"))
     return None if tokens == (None, None) else tokens
 
 
