@@ -43,6 +43,27 @@ def _become_subreaper() -> bool:
 SUBREAPER = sys.platform == "linux" and _become_subreaper()
 
 
+def _caught_not_ignored() -> None:
+    """SIGINT and SIGHUP reach the CLIs the tests start with their default
+    action, as from a terminal, however the suite was started: under ``nohup``
+    (SIGHUP ignored) or as a background job without job control (SIGINT
+    ignored). An ignored signal stays ignored across ``exec``, and the CLI
+    rightly keeps it so (tested on its own); a caught one is reset. SIGINT is
+    caught as Python does by default (tests interrupt this process too);
+    SIGHUP by a handler that does nothing, so ``nohup`` still holds here."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _nothing)
+
+
+def _nothing(signum: int, frame: object) -> None:
+    """A handler that ignores SIGHUP (see ``_caught_not_ignored``)."""
+
+
+_caught_not_ignored()
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

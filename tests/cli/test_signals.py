@@ -18,7 +18,6 @@ from tests.conftest import ACP_PEER, peer_command
 from tests.fresh_python import start_cli, stop_cli
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 TREE = peer_command("tree.py")
@@ -28,18 +27,6 @@ STOPS = [
     (signal.SIGHUP, 129, "stopped by SIGHUP"),
     (signal.SIGINT, 130, "interrupted"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _hangup_not_ignored() -> Iterator[None]:
-    """The CLI starts with SIGHUP's default action, as from a terminal, even
-    when these tests run under ``nohup``: the CLI rightly keeps an ignored
-    SIGHUP ignored, which is tested on its own below."""
-    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGHUP, previous)
 
 
 def _wait_for(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) -> None:
