@@ -75,7 +75,12 @@ def start_cli(*args: str, **popen_kw: Any) -> subprocess.Popen[Any]:
 
 
 def stop_cli(proc: subprocess.Popen[Any]) -> None:
-    """Kill and reap ``proc`` if it still runs (a test failed before it ended)."""
+    """Kill and reap ``proc`` if it still runs (a test failed before it ended),
+    and close its pipes: left to the garbage collector, they would fail a
+    later test with a ResourceWarning."""
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -244,9 +244,6 @@ def test_serve_log_transcript_and_error_replies(tmp_path: Path) -> None:
         stderr = serve.stderr.read() if serve.stderr else ""
     finally:
         stop_cli(serve)
-        for pipe in (serve.stdin, serve.stdout, serve.stderr):
-            if pipe is not None:
-                pipe.close()
     failed = next(a for a in answers if a.get("id") == 3)
     assert "error" in failed and "error: password" in json.dumps(failed)
     assert_clean(json.dumps(answers), stderr, log.read_text(), transcript.read_text())

@@ -112,6 +112,3 @@ def test_an_editor_that_stops_reading_serve_acp_is_dropped_at_bounded_memory(
         assert peak - idle < BOUND, f"{(peak - idle) / 2**20:.0f} MiB above idle"
     finally:
         stop_cli(proc)
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None and not pipe.closed:
-                pipe.close()

@@ -66,9 +66,6 @@ def kill_and_check(proc: subprocess.Popen[bytes], pgid: int) -> None:
         assert not left, f"the agent's group {pgid} outlived oma-bridge: {left}"
     finally:
         stop_cli(proc)
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
         for pid in group_members(pgid):
             os.kill(pid, signal.SIGKILL)
 
