@@ -3,7 +3,10 @@
 Against the same small agent (tests/peers/acp_agent.py), in one run:
 
 1. median turn latency (one ``agent_message_chunk`` per turn), ratio
-   oma-bridge / official (target <= 0.7);
+   oma-bridge / official (target <= 0.7), as the scheduler places the client
+   and the agent, and again with both on one CPU: on a VM, a turn across two
+   cores waits for two idle-core wake-ups whose cost swings with the host and
+   is the same for every client; on one CPU the turn is the two programs' work;
 2. ``agent_message_chunk`` throughput at 100 chunks per turn, ratio
    oma-bridge / official (target >= 1.5);
 3. client peak RSS, each side measured in its own fresh process (target:
@@ -12,10 +15,10 @@ Against the same small agent (tests/peers/acp_agent.py), in one run:
    process: ``oma-bridge run --acp`` (or the equivalent library call when the
    CLI lacks ``--acp``) against a one-shot official-SDK client (target <= 0.8).
 
-Rows 1-3 run each side ``--rounds`` times, each time in a fresh process,
-alternating which side goes first, and show the median of the rounds: one
-window of a few hundred turns per side is short enough for a change of load
-(or of where the scheduler puts the two processes) to swing the ratio.
+The rows of items 1-3 run each side ``--rounds`` times, each time in a fresh
+process, alternating which side goes first, and show the median of the rounds:
+one window of a few hundred turns per side is short enough for a change of
+load (or of where the scheduler puts the two processes) to swing the ratio.
 It prints the load average (a busy machine inflates the latencies at random),
 then a table, and asserts nothing. Usage:
 python benchmarks/acp_turns.py [--turns N] [--rounds N] [--oneshots N]
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -104,7 +108,9 @@ async def _official(turns: int) -> dict[str, float]:
     }
 
 
-def _side(name: str, turns: int) -> None:
+def _side(name: str, turns: int, cpu: int | None) -> None:
+    if cpu is not None:  # the agent it spawns inherits the affinity
+        os.sched_setaffinity(0, {cpu})
     if name == "ours":
         import anyio
 
@@ -175,13 +181,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--oneshots", type=int, default=7)
     parser.add_argument("--side", choices=("ours", "official"), help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        _side(args.side, args.turns)
+        _side(args.side, args.turns, args.cpu)
         return
+    # The one-CPU row where there is an affinity call (Linux).
+    one_cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else None
 
-    def measure(side: str) -> dict[str, float]:
+    def measure(side: str, cpu: int | None = None) -> dict[str, float]:
         cmd = [sys.executable, __file__, "--side", side, "--turns", str(args.turns)]
+        if cpu is not None:
+            cmd += ["--cpu", str(cpu)]
         done = subprocess.run(
             cmd, capture_output=True, text=True, check=True, timeout=600
         )
@@ -192,9 +203,12 @@ def main() -> None:
     if load:
         print(load)
     rounds: dict[str, list[dict[str, float]]] = {"ours": [], "official": []}
+    pinned: dict[str, list[float]] = {"ours": [], "official": []}
     for i in range(args.rounds):  # interleaved, alternating which goes first
         for side in ("ours", "official") if i % 2 == 0 else ("official", "ours"):
             rounds[side].append(measure(side))
+            if one_cpu is not None:
+                pinned[side].append(measure(side, one_cpu)["latency"])
     ours, official = (
         {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         for runs in (rounds["ours"], rounds["official"])
@@ -206,6 +220,18 @@ def main() -> None:
         official_t.append(_time(official_cmd))
     rows = [
         ("turn latency (s, median)", ours["latency"], official["latency"], "<= 0.7"),
+        *(
+            [
+                (
+                    "turn latency, both on one CPU (s, median)",
+                    statistics.median(pinned["ours"]),
+                    statistics.median(pinned["official"]),
+                    "<= 0.7",
+                )
+            ]
+            if pinned["ours"]
+            else []
+        ),
         (
             "chunks/s at 100 per turn",
             ours["throughput"],
