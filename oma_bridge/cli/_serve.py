@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, TextIO
@@ -141,6 +140,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 async def _serve(config: AgentConfig, args: argparse.Namespace) -> None:
     """Serve until stdin ends or a termination signal arrives."""
+    import logging
     import signal
 
     import anyio
@@ -214,6 +214,11 @@ def terminal_hint(stdin: TextIO) -> str | None:
 
 
 def _configure_logging(log_file: str | None, *, verbose: bool) -> None:
+    # On serve's own path: `oma-bridge --version` and `--help` build this
+    # command's parser, and importing logging cost them 20 M instructions
+    # (~3.6 ms; docs/architecture.md, the start-up rule).
+    import logging
+
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file
