@@ -1,6 +1,7 @@
-"""What ``oma-bridge run --process cat x`` imports: none of what a text run
-does not use (docs/architecture.md, the start-up rule). The interpreter lists
-every module it imports on stderr under PYTHONPROFILEIMPORTTIME."""
+"""What ``oma-bridge run --process cat x`` and ``oma-bridge --version``
+import: none of what they do not use (docs/architecture.md, the start-up
+rule). The interpreter lists every module it imports on stderr under
+PYTHONPROFILEIMPORTTIME."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import select
 from tests.fresh_python import oma_bridge_cli
 
 
-def _imported(*args: str) -> set[str]:
+def _imported(*args: str, out: str = "x") -> set[str]:
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
     done = oma_bridge_cli(*args, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "x"
+    assert done.stdout == out
     return {
         line.rsplit("|", 1)[-1].strip()
         for line in done.stderr.splitlines()
@@ -40,4 +41,17 @@ def test_a_text_process_run_imports_only_what_it_uses() -> None:
     }
     if hasattr(select, "epoll"):
         unused.add("selectors")  # the reactor's fallback where there is no epoll
+    assert sorted(unused & imported) == []
+
+
+def test_the_version_loads_every_command_but_no_logging_or_event_loop() -> None:
+    """``--version`` builds every command's parser (``--help`` too): the
+    command modules import nothing only their commands use."""
+    from oma_bridge import __version__
+
+    imported = _imported("--version", out=f"oma-bridge {__version__}\n")
+    # The command modules come in through importlib, which this list does not
+    # show; what they import with an import statement, it does.
+    assert "oma_bridge.cli._batch_input" in imported  # batch's module was loaded
+    unused = {"logging", "asyncio", "anyio", "oma_bridge.acp"}
     assert sorted(unused & imported) == []
