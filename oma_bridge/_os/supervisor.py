@@ -5,22 +5,22 @@ group. If oma-bridge itself is killed with SIGKILL, nothing of ours runs any
 more: an ACP agent sees the end of its input and exits, a plain program keeps
 running. So each oma-bridge process starts one small shell at its first spawn,
 in a session of its own (a kill of our job's group or session does not reach
-it), reading a pipe only we write:
+it). It holds two descriptors we share:
 
-- ``+PGID`` when a child's group starts, ``-PGID`` when its leader is reaped
-  (written after the group's SIGKILL and before the reap, while the leader's
-  zombie still reserves the number: a recycled group id is never killed);
-- when the pipe ends (every copy of our end is closed: we exited or were
-  killed), it sends SIGKILL to every group still registered and exits.
+- the read end of a pipe we never write (its stdin): it waits there, asleep,
+  for the end of the pipe, when every copy of our end is closed (we exited or
+  were killed);
+- the list of our groups, a file that lives only in those descriptors (fd 3):
+  a fixed-width slot per running group, written in place with ``pwrite`` when
+  the group starts and blanked after its SIGKILL and before its reap, while
+  the leader's zombie still reserves the number (a recycled group id is never
+  killed). Writing a slot wakes nobody: the keeper costs nothing per child.
 
-Nothing waits for it: the spawn returns at once, and the lines wait in the pipe
-until the shell reads them. Our end is non-blocking and close-on-exec (no child
-inherits it); a line the pipe cannot take now is kept and sent with the next.
-A forked copy of this process forgets the keeper (it starts its own). A keeper
-that died (someone killed it) is replaced when the next line finds it gone,
-and the new one is told every group still registered. Where no ``/bin/sh``
-can be started, children run as before: they die with us only when we exit
-normally.
+At the end of the pipe the keeper reads the list and sends SIGKILL to every
+group in it. A forked copy of this process forgets the keeper (it starts its
+own). A keeper that died (someone killed it) is found at the next spawn and
+replaced; the new one is handed the same list. Where no ``/bin/sh`` can be
+started, children run as before: they die with us only when we exit normally.
 
 The shell needs ``posix_spawn`` with ``setsid`` and ``kill -9 -PGID``; it
 holds no environment (no secret of ours) and runs in ``/``.
@@ -30,32 +30,29 @@ from __future__ import annotations
 
 import _thread
 import contextlib
-import errno
 import os
 
 __all__ = ("keeper_fds", "keeper_pid", "register", "unregister")
 
-#: The shell's program: a space-separated list of groups, then their SIGKILL.
-_SCRIPT = """# oma-bridge keeper: SIGKILL to the groups still listed when stdin ends
+#: The shell's program: wait for the end of stdin, then SIGKILL what fd 3 lists.
+_SCRIPT = """# oma-bridge keeper: SIGKILL to the groups listed on fd 3 when stdin ends
 cd / || exit 1
-g=' '
-while IFS= read -r l; do
-  case $l in
-    +*) g="$g${l#+} " ;;
-    -*) p=${l#-}; case $g in *" $p "*) g="${g%%" $p "*} ${g#*" $p "}" ;; esac ;;
-  esac
-done
-for p in $g; do kill -9 -"$p" 2>/dev/null; done
+while read -r l; do :; done
+while read -r p; do
+  [ -n "$p" ] && kill -9 -"$p" 2>/dev/null
+done <&3
 """
 
 _SHELL = "/bin/sh"
+_SLOT = 11  # "%10d\n": a group id, right-aligned; blanks when the slot is free
+_FREE = b" " * (_SLOT - 1) + b"\n"
 
 _lock = _thread.allocate_lock()
 _pid = 0  # the keeper's pid; 0: none runs for this process
-_fd = -1  # our end of its pipe
-_groups: set[int] = set()  # what the keeper holds (or will, once it reads)
-_pending = b""  # lines the pipe could not take yet
-_dead = 0  # a keeper that died, to reap
+_fd = -1  # our end of its pipe (never written: its end is our death)
+_list = -1  # the list of groups, shared with the keeper
+_slots: dict[int, int] = {}  # group id -> its slot in the list
+_free: list[int] = []  # slots to use again
 _failed = False  # /bin/sh could not be started: do not try at every spawn
 
 
@@ -65,46 +62,69 @@ def keeper_pid() -> int:
 
 
 def keeper_fds() -> tuple[int, ...]:
-    """The descriptors the keeper's pipe holds open here (for leak checks)."""
-    return (_fd,) if _fd >= 0 else ()
+    """The descriptors the keeper shares here (for leak checks)."""
+    return tuple(fd for fd in (_fd, _list) if fd >= 0)
 
 
 def register(pgid: int) -> None:
     """A child's group has started: kill it if we die before ``unregister``."""
     with _lock:
-        _groups.add(pgid)
-        if _fd >= 0:
-            _send(b"+%d\n" % pgid)
-        elif not _failed:
+        if _failed or not _have_list():
+            return
+        slot = _free.pop() if _free else len(_slots)
+        _slots[pgid] = slot
+        os.pwrite(_list, b"%10d\n" % pgid, slot * _SLOT)
+        if _fd < 0 or _keeper_died():
             _start()
 
 
 def unregister(pgid: int) -> None:
     """The group was killed and its leader is about to be reaped."""
     with _lock:
-        if pgid in _groups:
-            _groups.discard(pgid)
-            if _fd >= 0:
-                _send(b"-%d\n" % pgid)
+        slot = _slots.pop(pgid, None)
+        if slot is not None and _list >= 0:
+            os.pwrite(_list, _FREE, slot * _SLOT)
+            _free.append(slot)
+
+
+def _have_list() -> bool:
+    """Make the list of groups if there is none yet (lock held)."""
+    global _list, _failed
+    if _list >= 0:
+        return True
+    try:
+        if hasattr(os, "memfd_create"):
+            _list = os.memfd_create("oma-bridge-keeper")  # close-on-exec
+        else:  # no memfd (macOS, the BSDs): an unlinked temporary file
+            import tempfile
+
+            _list = os.dup(tempfile.TemporaryFile().fileno())
+    except OSError:
+        _failed = True
+        return False
+    return True
+
+
+def _keeper_died() -> bool:
+    """Whether the keeper has exited (someone killed it); reaps it (lock held)."""
+    try:
+        pid, _ = os.waitpid(_pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return pid != 0
 
 
 def _start() -> None:
-    """Start a keeper for this process and tell it every group (lock held)."""
-    global _pid, _fd, _pending, _failed, _dead
-    if _dead:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(_dead, os.WNOHANG)
-        _dead = 0
+    """Start a keeper for this process, handed the list (lock held)."""
+    global _pid, _fd, _failed
+    _close_pipe()
     try:
         read, write = os.pipe2(os.O_CLOEXEC)
     except OSError:
         return
-    # The groups go into the pipe before the keeper starts: killed during its
-    # start, we leave it every group to read (a keeper that died took ours
-    # with it, so the new one learns them all).
-    os.set_blocking(write, False)
-    _fd, _pending = write, b""
-    _send(b"".join(b"+%d\n" % pgid for pgid in _groups), replace=False)
+    # A descriptor already at the number it is to have would keep its
+    # close-on-exec flag through the spawn's dup2: move it first.
+    listed = os.dup(_list) if _list == 3 else _list
     try:
         _pid = os.posix_spawn(
             _SHELL,
@@ -112,6 +132,7 @@ def _start() -> None:
             {},
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, read, 0),
+                (os.POSIX_SPAWN_DUP2, listed, 3),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                 (os.POSIX_SPAWN_DUP2, 1, 2),
             ],
@@ -119,56 +140,42 @@ def _start() -> None:
         )
     except (OSError, NotImplementedError):
         _failed = True
+        os.close(write)
+        return
+    finally:
         os.close(read)
-        _forget()
-        return
-    os.close(read)
-    if hasattr(os, "SCHED_BATCH"):
-        # A line wakes the keeper without preempting us: under the default
-        # policy the shell ran before our write returned, at every child's
-        # start. It keeps its fair share of the CPU, so it acts as promptly
-        # when we die. (posix_spawn's own scheduler option refuses this one.)
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(_pid, os.SCHED_BATCH, os.sched_param(0))
+        if listed != _list:
+            os.close(listed)
+    _fd = write
 
 
-def _send(line: bytes, *, replace: bool = True) -> None:
-    """Write ``line`` (and what waited) to the keeper, never blocking; if it
-    has died (someone killed it), start another (unless not to ``replace``)."""
-    global _pending, _dead
-    data = _pending + line if _pending else line
-    try:
-        sent = os.write(_fd, data)
-    except BlockingIOError:
-        sent = 0
-    except OSError as exc:
-        if exc.errno != errno.EPIPE:
-            raise
-        _dead = _pid
-        _forget()
-        if replace:
-            _start()  # told every group still registered, this one's included
-        return
-    _pending = data[sent:]
-
-
-def _forget() -> None:
-    """Drop this process's link to its keeper."""
-    global _pid, _fd, _pending
+def _close_pipe() -> None:
+    """Close our end of the keeper's pipe: it kills what the list holds."""
+    global _pid, _fd
     if _fd >= 0:
         with contextlib.suppress(OSError):
             os.close(_fd)
-    _pid, _fd, _pending = 0, -1, b""
+    _pid, _fd = 0, -1
+
+
+def _forget() -> None:
+    """Drop this process's link to its keeper and its list."""
+    global _list
+    _close_pipe()
+    if _list >= 0:
+        with contextlib.suppress(OSError):
+            os.close(_list)
+    _list = -1
+    _slots.clear()
+    _free.clear()
 
 
 def _after_fork_in_child() -> None:
     # The parent's keeper and groups are the parent's: a forked copy that
-    # spawns starts its own.
-    global _lock, _dead
+    # spawns starts its own (and must not write the parent's list).
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
     _forget()
-    _dead = 0
-    _groups.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -9,7 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+import time
+from pathlib import Path
 
 import pytest
 
@@ -17,9 +18,6 @@ from oma_bridge._os import supervisor
 from oma_bridge._os.child import Child
 from tests.backends._support import is_dead
 from tests.leaks import wait_any_ended
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def _sleeper() -> Child:
@@ -92,12 +90,44 @@ def test_a_group_started_before_the_keeper_is_killed_if_we_die_as_it_starts(
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's SCHED_BATCH")
-def test_the_keeper_runs_under_the_batch_policy_so_its_lines_never_preempt_us() -> None:
-    child = _sleeper()
+def _wake_ups(pid: int) -> int:
+    """How many times ``pid`` was woken from a wait (Linux's count)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    line = next(x for x in status.splitlines() if x.startswith("voluntary_ctxt"))
+    return int(line.split()[1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux's /proc")
+def test_a_child_start_and_stop_never_wake_the_keeper() -> None:
+    """Groups are listed in place, not sent down the keeper's pipe: 20 children
+    started and stopped wake it not once (each line woke it before, and
+    preempted us until it had read it)."""
+    first = _sleeper()
     try:
         keeper = supervisor.keeper_pid()
         assert keeper and not is_dead(keeper)
-        assert os.sched_getscheduler(keeper) == os.SCHED_BATCH
+        before, deadline = -1, time.monotonic() + 5
+        while (now := _wake_ups(keeper)) != before:  # until it sleeps in its read
+            assert time.monotonic() < deadline, "the keeper never settled"
+            before = now
+            time.sleep(0.05)
+        for _ in range(20):
+            _sleeper().kill_now()
+        assert _wake_ups(keeper) == before
+        assert not is_dead(keeper)
     finally:
-        child.kill_now()
+        first.kill_now()
+
+
+def test_a_group_stopped_before_we_die_is_not_killed_again() -> None:
+    """A stopped child's slot is blanked: the list at our death names only the
+    groups still running (a recycled group id is never killed)."""
+    first, second = _sleeper(), _sleeper()
+    second.kill_now()
+    third = _sleeper()  # takes the slot the second one left
+    try:
+        listed = os.pread(supervisor._list, 4096, 0).split()
+        assert sorted(int(g) for g in listed) == sorted([first.pid, third.pid])
+    finally:
+        first.kill_now()
+        third.kill_now()
