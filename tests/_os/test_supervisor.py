@@ -100,8 +100,8 @@ def _wake_ups(pid: int) -> int:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux's /proc")
 def test_a_child_start_and_stop_never_wake_the_keeper() -> None:
     """Groups are listed in place, not sent down the keeper's pipe: 20 children
-    started and stopped wake it not once (each line woke it before, and
-    preempted us until it had read it)."""
+    started and stopped wake it not once (each line down its pipe woke it
+    before)."""
     first = _sleeper()
     try:
         keeper = supervisor.keeper_pid()
