@@ -12,7 +12,12 @@ All sides are measured in the same run, interleaved (the order rotates):
    result. The value is the speedup, baseline wall / candidate wall, target
    >= 1.1.
 2. Extra information: ``xargs -P 8 -n 1 cat`` over one prompt file per item
-   (nothing but the same execs), as the throughput ratio xargs wall / CLI wall.
+   (nothing but the same execs), as the throughput ratio xargs wall / CLI wall;
+   and the floor of oma-bridge's design: the same spawns (``os.posix_spawn``,
+   three pipes, a session each) driven from one thread by a 30-line epoll loop
+   that writes the same JSON lines, with none of what a run has besides (no
+   limits, no pidfd, no keeper, no group kill, no admission check), as floor
+   wall / CLI wall.
 3. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
    target growth < 20 MB.
 
@@ -56,6 +61,48 @@ with open(sys.argv[2], "w") as out:
     with concurrent.futures.ThreadPoolExecutor({CONCURRENCY}) as pool:
         for result in pool.map(one, prompts):
             out.write(json.dumps(result) + "\\n")
+"""
+
+#: The floor: oma-bridge's way of running the batch (one thread, posix_spawn,
+#: one epoll) with nothing else a run does.
+BY_LOOP = f"""\
+import json, os, select, sys
+
+env = dict(os.environ)
+prompts, cat = open(sys.argv[1]).read().splitlines(), sys.argv[3]
+poll = select.epoll()
+running = {{}}
+with open(sys.argv[2], "w") as out:
+    taken = done = 0
+    while done < len(prompts):
+        while taken < len(prompts) and len(running) < {CONCURRENCY}:
+            ends = [os.pipe2(os.O_CLOEXEC) for _ in range(3)]
+            os.write(ends[0][1], prompts[taken].encode())
+            os.close(ends[0][1])
+            pid = os.posix_spawn(cat, ["cat"], env, setsid=True, file_actions=[
+                (os.POSIX_SPAWN_DUP2, ends[0][0], 0),
+                (os.POSIX_SPAWN_DUP2, ends[1][1], 1),
+                (os.POSIX_SPAWN_DUP2, ends[2][1], 2)])
+            for fd in (ends[0][0], ends[1][1], ends[2][1]):
+                os.close(fd)
+            running[ends[1][0]] = (taken, pid, ends[2][0], [])
+            poll.register(ends[1][0], select.EPOLLIN)
+            taken += 1
+        for fd, _ in poll.poll():
+            item, pid, err, chunks = running[fd]
+            data = os.read(fd, 65536)
+            if data:
+                chunks.append(data)
+                continue
+            poll.unregister(fd)
+            os.close(fd)
+            os.read(err, 65536)
+            os.close(err)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            del running[fd]
+            done += 1
+            out.write(json.dumps({{"id": item + 1, "output": b"".join(chunks).decode(),
+                                  "exit_code": code}}) + "\\n")
 """
 
 
@@ -130,6 +177,13 @@ def run_by_hand(prompts: Path, out: Path) -> float:
     return timed(argv, child_env(), "the ThreadPoolExecutor baseline")[0]
 
 
+def run_floor(prompts: Path, out: Path) -> float:
+    out.unlink(missing_ok=True)
+    cat = shutil.which("cat") or "cat"
+    argv = [sys.executable, "-c", BY_LOOP, str(prompts), str(out), cat]
+    return timed(argv, child_env(), "the one-thread floor")[0]
+
+
 def run_xargs(listing: Path, out: Path) -> float:
     start = time.perf_counter()
     with out.open("wb") as sink:
@@ -145,10 +199,11 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | No
     """Wall times per side, interleaved with a rotating order; None if a side
     wrote the wrong number of results."""
     prompts, listing = write_inputs(work, args.items)
-    outs = {name: work / f"{name}.out" for name in ("cli", "hand")}
+    outs = {name: work / f"{name}.out" for name in ("cli", "hand", "floor")}
     sides = {
         "cli": lambda: run_cli(prompts, outs["cli"])[0],
         "hand": lambda: run_by_hand(prompts, outs["hand"]),
+        "floor": lambda: run_floor(prompts, outs["floor"]),
         "xargs": lambda: run_xargs(listing, work / "xargs.out"),
     }
     for side in sides.values():  # warm-up: bytecode cache, page cache
@@ -210,6 +265,11 @@ def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
         ratio,
         f">= {XARGS_TARGET}",
         ratio >= XARGS_TARGET,
+    )
+    floor = med["floor"] / med["cli"]
+    print(
+        f"{'the same spawns from a bare one-thread loop (info)':<56} "
+        f"{med['cli']:>10.3f} {med['floor']:>10.3f} {floor:>8.2f} {'-':>9} info"
     )
 
 
