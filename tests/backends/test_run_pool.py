@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -102,6 +103,32 @@ def test_many_runs_each_get_their_own_output(poller: str) -> None:
     for n, result in results.items():
         assert result.success and result.exit_code == 0
         assert result.output == f"prompt {n}"
+
+
+def test_a_run_is_freed_when_it_ends_without_the_collector() -> None:
+    # A run's callback names the run: once detached, nothing is left in a
+    # reference cycle, so its child, core and buffers go at once (not at the
+    # collector's next pass, which would run the child's finalizer there).
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        with ProcessBackend(ProcessBackendConfig(command="cat")).run_pool() as pool:
+            for n in range(5):
+                pool.start(request(f"prompt {n}"), n)
+            assert len(dict(drain(pool, 5))) == 5
+        gc.collect()
+        left = {type(o).__qualname__ for o in gc.garbage}
+        ours = {
+            type(o).__qualname__
+            for o in gc.garbage
+            if type(o).__module__.startswith("oma_bridge")
+        }
+        assert not ours, f"in reference cycles after the runs: {sorted(left)}"
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
 
 
 def test_every_child_leads_its_own_session_with_the_configured_environment() -> None:

@@ -301,9 +301,12 @@ class RunIO:
         self.close_pipes()
 
     def detach(self) -> None:
-        """Take the child's descriptors off the reactor (left open)."""
+        """Take the child's descriptors off the reactor (left open), and drop
+        ``on_io``: no callback runs now, and a pool's callback holds its run,
+        a cycle that would keep the run's objects until the collector ran."""
         for fd in list(self._watched):
             self._forget(fd)
+        self._on_io = None
 
 
 def advance(io: RunIO, now: float) -> Step:
