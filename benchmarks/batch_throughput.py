@@ -231,12 +231,11 @@ def memory(work: Path) -> tuple[float, float]:
 
 
 def row(
-    name: str, cand: float, base: float, value: float, target: str, ok: bool
+    name: str, cand: float, base: float, value: float, target: str, ok: bool | None
 ) -> None:
-    print(
-        f"{name:<56} {cand:>10.3f} {base:>10.3f} {value:>8.2f} {target:>9} "
-        f"{'PASS' if ok else 'MISS'}"
-    )
+    """One line of the table; ``ok`` None for information without a target."""
+    verdict = "info" if ok is None else "PASS" if ok else "MISS"
+    print(f"{name:<56} {cand:>10.3f} {base:>10.3f} {value:>8.2f} {target:>9} {verdict}")
 
 
 def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
@@ -266,10 +265,13 @@ def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
         f">= {XARGS_TARGET}",
         ratio >= XARGS_TARGET,
     )
-    floor = med["floor"] / med["cli"]
-    print(
-        f"{'the same spawns from a bare one-thread loop (info)':<56} "
-        f"{med['cli']:>10.3f} {med['floor']:>10.3f} {floor:>8.2f} {'-':>9} info"
+    row(
+        "the same spawns from a bare one-thread loop (info)",
+        med["cli"],
+        med["floor"],
+        med["floor"] / med["cli"],
+        "-",
+        None,
     )
 
 
