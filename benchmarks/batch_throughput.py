@@ -3,21 +3,26 @@ and its memory growth.
 
 All sides are measured in the same run, interleaved (the order rotates):
 
-1. Speedup: N items (default 1,000) through ``cat`` at concurrency 8.
-   Candidate: ``oma-bridge batch prompts.txt --process cat --concurrency 8 -o
+1. Speedup: N items (default 1,000), a JSON Lines file of ``{"id": ...,
+   "prompt": ...}`` records, through ``cat`` at concurrency 8. Candidate:
+   ``oma-bridge batch prompts.jsonl --process cat --concurrency 8 -o
    results.jsonl`` (the CLI, start-up included). Baseline: the same job
-   written by hand, in a fresh Python process:
-   ``concurrent.futures.ThreadPoolExecutor(8)`` mapping
-   ``subprocess.run(["cat"], input=...)`` over the prompts, one JSON line per
-   result. The value is the speedup, baseline wall / candidate wall, target
-   >= 1.1.
-2. Extra information: ``xargs -P 8 -n 1 cat`` over one prompt file per item
+   written by hand, in a fresh Python process: the records read with
+   ``json.loads``, ``concurrent.futures.ThreadPoolExecutor(8)`` mapping
+   ``subprocess.run(["cat"], input=...)`` over them, and the same JSON line
+   per result as the CLI writes (its keys in its order: id, success, output,
+   error kind and message, exit code, duration, attempts, usage, cancelled;
+   checked after the run). The value is the speedup, baseline wall /
+   candidate wall, target >= 1.1.
+2. Extra information: the same with plain-text prompts (one per line) against
+   the lighter baseline of earlier rounds (text prompts in; prompt, output and
+   exit code out); ``xargs -P 8 -n 1 cat`` over one prompt file per item
    (nothing but the same execs), as the throughput ratio xargs wall / CLI wall;
    and the floor of oma-bridge's design: the same spawns (``os.posix_spawn``,
    three pipes, a session each) driven from one thread by a 30-line epoll loop
-   that writes the same JSON lines, with none of what a run has besides (no
-   limits, no pidfd, no keeper, no group kill, no admission check), as floor
-   wall / CLI wall.
+   that reads the same records and writes the same JSON lines, with none of
+   what a run has besides (no limits, no pidfd, no keeper, no group kill, no
+   admission check), as floor wall / CLI wall.
 3. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
    target growth < 20 MB.
 
@@ -30,6 +35,7 @@ Usage: python benchmarks/batch_throughput.py [--items N] [--runs N] [--quick]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -47,8 +53,34 @@ SPEEDUP_TARGET = 1.1
 XARGS_TARGET = 0.8
 MEMORY_TARGET_MB = 20.0
 
-#: The baseline: the batch job as one would write it by hand.
+#: The baseline: the batch job as one would write it by hand, writing the
+#: lines ``oma-bridge batch`` writes.
 BY_HAND = f"""\
+import concurrent.futures, json, subprocess, sys, time
+
+NO_USAGE = {{"input_tokens": None, "output_tokens": None, "cost": None,
+            "context_used": None, "context_size": None}}
+
+def one(record):
+    start = time.monotonic()
+    done = subprocess.run(["cat"], input=record["prompt"].encode(), capture_output=True)
+    ok = done.returncode == 0
+    return {{"id": record["id"], "success": ok, "output": done.stdout.decode(),
+             "error_kind": None if ok else "BACKEND_EXIT",
+             "error_message": None if ok else done.stderr.decode(),
+             "exit_code": done.returncode,
+             "duration_s": round(time.monotonic() - start, 6), "attempts": 1,
+             "usage": NO_USAGE, "cancelled": False}}
+
+records = [json.loads(line) for line in open(sys.argv[1])]
+with open(sys.argv[2], "w") as out:
+    with concurrent.futures.ThreadPoolExecutor({CONCURRENCY}) as pool:
+        for result in pool.map(one, records):
+            out.write(json.dumps(result, ensure_ascii=False) + "\\n")
+"""
+
+#: The baseline of earlier rounds: plain-text prompts in, a lighter line out.
+BY_HAND_TEXT = f"""\
 import concurrent.futures, json, subprocess, sys
 
 def one(prompt):
@@ -64,20 +96,24 @@ with open(sys.argv[2], "w") as out:
 """
 
 #: The floor: oma-bridge's way of running the batch (one thread, posix_spawn,
-#: one epoll) with nothing else a run does.
+#: one epoll) with nothing else a run does, writing the same lines.
 BY_LOOP = f"""\
-import json, os, select, sys
+import json, os, select, sys, time
 
+NO_USAGE = {{"input_tokens": None, "output_tokens": None, "cost": None,
+            "context_used": None, "context_size": None}}
 env = dict(os.environ)
-prompts, cat = open(sys.argv[1]).read().splitlines(), sys.argv[3]
+records, cat = [json.loads(line) for line in open(sys.argv[1])], sys.argv[3]
 poll = select.epoll()
 running = {{}}
 with open(sys.argv[2], "w") as out:
     taken = done = 0
-    while done < len(prompts):
-        while taken < len(prompts) and len(running) < {CONCURRENCY}:
+    while done < len(records):
+        while taken < len(records) and len(running) < {CONCURRENCY}:
+            record = records[taken]
+            start = time.monotonic()
             ends = [os.pipe2(os.O_CLOEXEC) for _ in range(3)]
-            os.write(ends[0][1], prompts[taken].encode())
+            os.write(ends[0][1], record["prompt"].encode())
             os.close(ends[0][1])
             pid = os.posix_spawn(cat, ["cat"], env, setsid=True, file_actions=[
                 (os.POSIX_SPAWN_DUP2, ends[0][0], 0),
@@ -85,24 +121,29 @@ with open(sys.argv[2], "w") as out:
                 (os.POSIX_SPAWN_DUP2, ends[2][1], 2)])
             for fd in (ends[0][0], ends[1][1], ends[2][1]):
                 os.close(fd)
-            running[ends[1][0]] = (taken, pid, ends[2][0], [])
+            running[ends[1][0]] = (record["id"], start, pid, ends[2][0], [])
             poll.register(ends[1][0], select.EPOLLIN)
             taken += 1
         for fd, _ in poll.poll():
-            item, pid, err, chunks = running[fd]
+            item, start, pid, err, chunks = running[fd]
             data = os.read(fd, 65536)
             if data:
                 chunks.append(data)
                 continue
             poll.unregister(fd)
             os.close(fd)
-            os.read(err, 65536)
+            stderr = os.read(err, 65536)
             os.close(err)
             code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
             del running[fd]
             done += 1
-            out.write(json.dumps({{"id": item + 1, "output": b"".join(chunks).decode(),
-                                  "exit_code": code}}) + "\\n")
+            ok = code == 0
+            out.write(json.dumps({{"id": item, "success": ok,
+                "output": b"".join(chunks).decode(),
+                "error_kind": None if ok else "BACKEND_EXIT",
+                "error_message": None if ok else stderr.decode(), "exit_code": code,
+                "duration_s": round(time.monotonic() - start, 6), "attempts": 1,
+                "usage": NO_USAGE, "cancelled": False}}, ensure_ascii=False) + "\\n")
 """
 
 
@@ -123,7 +164,13 @@ def cli() -> list[str]:
     return [sys.executable, "-m", "oma_bridge"]
 
 
-def write_inputs(workdir: Path, items: int) -> tuple[Path, Path]:
+def write_inputs(workdir: Path, items: int) -> tuple[Path, Path, Path]:
+    """The items three ways: JSON Lines records, plain-text prompts, and a
+    listing of one file per item (for xargs)."""
+    records = workdir / f"prompts-{items}.jsonl"
+    with records.open("w") as f:
+        for i in range(items):
+            f.write(json.dumps({"id": i + 1, "prompt": f"prompt number {i}"}) + "\n")
     prompts = workdir / f"prompts-{items}.txt"
     prompts.write_text("".join(f"prompt number {i}\n" for i in range(items)))
     files = workdir / f"files-{items}"
@@ -134,7 +181,7 @@ def write_inputs(workdir: Path, items: int) -> tuple[Path, Path]:
             path = files / f"p{i}"
             path.write_text(f"prompt number {i}\n")
             f.write(f"{path}\n")
-    return prompts, listing
+    return records, prompts, listing
 
 
 _PYC = tempfile.mkdtemp(prefix="oma-bench-pyc-")
@@ -171,16 +218,16 @@ def run_cli(prompts: Path, out: Path) -> tuple[float, float]:
     return timed(argv, child_env(), "oma-bridge batch")
 
 
-def run_by_hand(prompts: Path, out: Path) -> float:
+def run_by_hand(records: Path, out: Path, script: str = BY_HAND) -> float:
     out.unlink(missing_ok=True)
-    argv = [sys.executable, "-c", BY_HAND, str(prompts), str(out)]
+    argv = [sys.executable, "-c", script, str(records), str(out)]
     return timed(argv, child_env(), "the ThreadPoolExecutor baseline")[0]
 
 
-def run_floor(prompts: Path, out: Path) -> float:
+def run_floor(records: Path, out: Path) -> float:
     out.unlink(missing_ok=True)
     cat = shutil.which("cat") or "cat"
-    argv = [sys.executable, "-c", BY_LOOP, str(prompts), str(out), cat]
+    argv = [sys.executable, "-c", BY_LOOP, str(records), str(out), cat]
     return timed(argv, child_env(), "the one-thread floor")[0]
 
 
@@ -198,13 +245,15 @@ def run_xargs(listing: Path, out: Path) -> float:
 def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | None:
     """Wall times per side, interleaved with a rotating order; None if a side
     wrote the wrong number of results."""
-    prompts, listing = write_inputs(work, args.items)
-    outs = {name: work / f"{name}.out" for name in ("cli", "hand", "floor")}
+    records, prompts, listing = write_inputs(work, args.items)
+    outs = {name: work / f"{name}.out" for name in ("cli", "hand", "floor", "cli_text")}
     sides = {
-        "cli": lambda: run_cli(prompts, outs["cli"])[0],
-        "hand": lambda: run_by_hand(prompts, outs["hand"]),
-        "floor": lambda: run_floor(prompts, outs["floor"]),
+        "cli": lambda: run_cli(records, outs["cli"])[0],
+        "hand": lambda: run_by_hand(records, outs["hand"]),
+        "floor": lambda: run_floor(records, outs["floor"]),
         "xargs": lambda: run_xargs(listing, work / "xargs.out"),
+        "cli_text": lambda: run_cli(prompts, outs["cli_text"])[0],
+        "hand_text": lambda: run_by_hand(prompts, work / "hand_text.out", BY_HAND_TEXT),
     }
     for side in sides.values():  # warm-up: bytecode cache, page cache
         side()
@@ -213,20 +262,39 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | No
     for i in range(args.runs):
         for name in names[i % len(names) :] + names[: i % len(names)]:
             times[name].append(sides[name]())
-    for name, out in outs.items():
-        lines = out.read_text().count("\n")
-        if lines != args.items:
-            print(f"! {name} recorded {lines} results for {args.items} items")
-            return None
-    return times
+    return times if same_lines(outs, args.items) else None
+
+
+def same_lines(outs: dict[str, Path], items: int) -> bool:
+    """Whether every side wrote one line per item, and the baselines the lines
+    the CLI wrote: the same keys in the same order, the same outputs per id."""
+
+    def read(path: Path) -> list[dict[str, object]]:
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    results = {name: read(out) for name, out in outs.items()}
+    for name, lines in results.items():
+        if len(lines) != items:
+            print(f"! {name} recorded {len(lines)} results for {items} items")
+            return False
+
+    def shape(lines: list[dict[str, object]]) -> set[tuple[object, ...]]:
+        keys = ("id", "output", "success")
+        return {(*line, *(line.get(key) for key in keys)) for line in lines}
+
+    for name in ("hand", "floor"):
+        if shape(results[name]) != shape(results["cli"]):
+            print(f"! {name} did not write the lines the CLI wrote")
+            return False
+    return True
 
 
 def memory(work: Path) -> tuple[float, float]:
     """The CLI's peak RSS (MB) on 1,000 and on 10,000 items."""
     for sub in ("m1", "m2"):
         (work / sub).mkdir()
-    small, _ = write_inputs(work / "m1", 1000)
-    big, _ = write_inputs(work / "m2", 10000)
+    small = write_inputs(work / "m1", 1000)[0]
+    big = write_inputs(work / "m2", 10000)[0]
     return run_cli(small, work / "m1.jsonl")[1], run_cli(big, work / "m2.jsonl")[1]
 
 
@@ -255,6 +323,15 @@ def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
         speedup,
         f">= {SPEEDUP_TARGET}",
         speedup >= SPEEDUP_TARGET,
+    )
+    text = med["hand_text"] / med["cli_text"]
+    row(
+        "the same from plain-text prompts vs a lighter line (info)",
+        med["cli_text"],
+        med["hand_text"],
+        text,
+        "-",
+        None,
     )
     ratio = med["xargs"] / med["cli"]
     row(
