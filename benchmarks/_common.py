@@ -162,6 +162,51 @@ def load_line() -> str | None:
     return line
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """The machine's CPU time so far, all of it and the steal (the time a
+    hypervisor gave this VM's CPUs to others), in ticks; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 8:
+        return None
+    return sum(fields[:8]), fields[7]
+
+
+class StealMeter:
+    """How much of the CPUs' time the host took while a benchmark ran.
+
+    On a VM a busy host takes time from our CPUs (steal, in ``/proc/stat``):
+    every process runs slower then, a single thread that sleeps and wakes
+    (a spawn, a wait) more than a thread pool, so a ratio measured under steal
+    says more about the host than about the code. Made when the measurement
+    starts; ``line()`` when it ends.
+    """
+
+    #: Steal above this share of the CPUs' time makes the run's ratios suspect.
+    LIMIT = 0.02
+
+    def __init__(self) -> None:
+        self._start = _cpu_ticks()
+
+    def line(self) -> str | None:
+        """The host's share of the CPUs' time since this was made, with a
+        warning when it is above ``LIMIT``; None where it cannot be read."""
+        end = _cpu_ticks()
+        if self._start is None or end is None or end[0] <= self._start[0]:
+            return None
+        share = (end[1] - self._start[1]) / (end[0] - self._start[0])
+        line = f"steal (CPU time the host took from this VM) in the run: {share:.1%}"
+        if share > self.LIMIT:
+            line += (
+                " -- the host was busy: the ratios above are not the code's; "
+                f"rerun when it is under {self.LIMIT:.0%}"
+            )
+        return line
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f}"
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     Row,
     Samples,
+    StealMeter,
     environment_line,
     load_line,
     median,
@@ -234,8 +235,12 @@ def main() -> None:
     load = load_line()
     if load:
         print(load)
+    steal = StealMeter()
     rows = asyncio.run(_bench(args.turns, args.starts))
     print_table("oma-bridge serve vs an agent built on the official ACP SDK", rows)
+    stolen = steal.line()
+    if stolen:
+        print(stolen)
 
 
 if __name__ == "__main__":

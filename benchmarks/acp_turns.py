@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import environment_line, load_line
+from _common import StealMeter, environment_line, load_line
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = [sys.executable, str(ROOT / "tests" / "peers" / "acp_agent.py")]
@@ -202,6 +202,7 @@ def main() -> None:
     load = load_line()
     if load:
         print(load)
+    steal = StealMeter()
     rounds: dict[str, list[dict[str, float]]] = {"ours": [], "official": []}
     pinned: dict[str, list[float]] = {"ours": [], "official": []}
     for i in range(args.rounds):  # interleaved, alternating which goes first
@@ -245,6 +246,9 @@ def main() -> None:
     print(f"{'measure':45} {'oma-bridge':>12} {'official':>12} {'ratio':>7}  target")
     for name, a, b, target in rows:
         print(f"{name:45} {a:12.4g} {b:12.4g} {a / b:7.2f}  {target}")
+    stolen = steal.line()
+    if stolen:
+        print(stolen)
 
 
 if __name__ == "__main__":

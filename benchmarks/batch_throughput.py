@@ -46,7 +46,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from _common import bytecode_env, environment_line, load_line
+from _common import StealMeter, bytecode_env, environment_line, load_line
 
 CONCURRENCY = 8
 SPEEDUP_TARGET = 1.1
@@ -378,6 +378,7 @@ def main() -> int:
     load = load_line()
     if load:
         print(textwrap.fill(load, width=100, subsequent_indent="  "))
+    steal = StealMeter()
     with tempfile.TemporaryDirectory(prefix="oma-batch-bench-") as tmp:
         work = Path(tmp)
         times = measure(args, work)
@@ -400,6 +401,9 @@ def main() -> int:
         "  memory: the baseline column is the 1,000-item run, the oma-bridge "
         "column the 10,000-item run; the value is the growth"
     )
+    stolen = steal.line()
+    if stolen:
+        print(textwrap.fill(stolen, width=100, subsequent_indent="  "))
     return 0
 
 

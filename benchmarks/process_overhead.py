@@ -44,6 +44,7 @@ from _common import (
     MeasurementError,
     Row,
     Samples,
+    StealMeter,
     bytecode_env,
     environment_line,
     load_line,
@@ -240,6 +241,7 @@ def main() -> int:
         f"in-process: {args.iterations} timed runs per side per event loop "
         f"(+ warm-up), interleaved; CLI: {args.cli_runs} runs per side (+ 3 warm-up)"
     )
+    steal = StealMeter()
     rows = []
     for backend in ("asyncio", "trio"):
         print(f"  measuring Agent.run on {backend} ...", flush=True)
@@ -256,6 +258,9 @@ def main() -> int:
         print(
             textwrap.fill(f"after the run, {load}", width=100, subsequent_indent="  ")
         )
+    stolen = steal.line()
+    if stolen:
+        print(textwrap.fill(stolen, width=100, subsequent_indent="  "))
     return 1 if any(row.error is not None for row in rows) else 0
 
 
