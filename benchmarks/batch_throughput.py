@@ -19,7 +19,7 @@ All sides are measured in the same run, interleaved (the order rotates):
    exit code out); ``xargs -P 8 -n 1 cat`` over one prompt file per item
    (nothing but the same execs), as the throughput ratio xargs wall / CLI wall;
    and the floor of oma-bridge's design: the same spawns (``os.posix_spawn``,
-   three pipes, a session each) driven from one thread by a 30-line epoll loop
+   three pipes, a session each) driven from one thread by a 46-line epoll loop
    that reads the same records and writes the same JSON lines, with none of
    what a run has besides (no limits, no pidfd, no keeper, no group kill, no
    admission check), as floor wall / CLI wall.
