@@ -365,6 +365,18 @@ def notes(items: int, runs: int, times: dict[str, list[float]]) -> None:
             subsequent_indent="    ",
         )
     )
+    rounds = sorted(h / c for h, c in zip(times["hand"], times["cli"], strict=True))
+    print(
+        textwrap.fill(
+            "the speedup round by round (the two sides of one round run seconds "
+            f"apart): {rounds[0]:.2f}-{rounds[-1]:.2f}, median "
+            f"{statistics.median(rounds):.2f}; a spread wider than the margin to "
+            "the target says to rerun with more --runs",
+            width=100,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        )
+    )
 
 
 def main() -> int:
