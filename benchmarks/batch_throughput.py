@@ -164,13 +164,18 @@ def cli() -> list[str]:
     return [sys.executable, "-m", "oma_bridge"]
 
 
-def write_inputs(workdir: Path, items: int) -> tuple[Path, Path, Path]:
-    """The items three ways: JSON Lines records, plain-text prompts, and a
-    listing of one file per item (for xargs)."""
+def write_records(workdir: Path, items: int) -> Path:
+    """The items as a JSON Lines file of ``{"id", "prompt"}`` records."""
     records = workdir / f"prompts-{items}.jsonl"
     with records.open("w") as f:
         for i in range(items):
             f.write(json.dumps({"id": i + 1, "prompt": f"prompt number {i}"}) + "\n")
+    return records
+
+
+def write_inputs(workdir: Path, items: int) -> tuple[Path, Path, Path]:
+    """The items three ways: JSON Lines records, plain-text prompts, and a
+    listing of one file per item (for xargs)."""
     prompts = workdir / f"prompts-{items}.txt"
     prompts.write_text("".join(f"prompt number {i}\n" for i in range(items)))
     files = workdir / f"files-{items}"
@@ -181,7 +186,7 @@ def write_inputs(workdir: Path, items: int) -> tuple[Path, Path, Path]:
             path = files / f"p{i}"
             path.write_text(f"prompt number {i}\n")
             f.write(f"{path}\n")
-    return records, prompts, listing
+    return write_records(workdir, items), prompts, listing
 
 
 _PYC = tempfile.mkdtemp(prefix="oma-bench-pyc-")
@@ -244,7 +249,7 @@ def run_xargs(listing: Path, out: Path) -> float:
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | None:
     """Wall times per side, interleaved with a rotating order; None if a side
-    wrote the wrong number of results."""
+    wrote the wrong number of results or a baseline not the CLI's lines."""
     records, prompts, listing = write_inputs(work, args.items)
     outs = {name: work / f"{name}.out" for name in ("cli", "hand", "floor", "cli_text")}
     sides = {
@@ -293,8 +298,8 @@ def memory(work: Path) -> tuple[float, float]:
     """The CLI's peak RSS (MB) on 1,000 and on 10,000 items."""
     for sub in ("m1", "m2"):
         (work / sub).mkdir()
-    small = write_inputs(work / "m1", 1000)[0]
-    big = write_inputs(work / "m2", 10000)[0]
+    small = write_records(work / "m1", 1000)
+    big = write_records(work / "m2", 10000)
     return run_cli(small, work / "m1.jsonl")[1], run_cli(big, work / "m2.jsonl")[1]
 
 
