@@ -251,14 +251,15 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | No
     """Wall times per side, interleaved with a rotating order; None if a side
     wrote the wrong number of results or a baseline not the CLI's lines."""
     records, prompts, listing = write_inputs(work, args.items)
-    outs = {name: work / f"{name}.out" for name in ("cli", "hand", "floor", "cli_text")}
+    written = ("cli", "hand", "floor", "cli_text", "hand_text")
+    outs = {name: work / f"{name}.out" for name in written}
     sides = {
         "cli": lambda: run_cli(records, outs["cli"])[0],
         "hand": lambda: run_by_hand(records, outs["hand"]),
         "floor": lambda: run_floor(records, outs["floor"]),
         "xargs": lambda: run_xargs(listing, work / "xargs.out"),
         "cli_text": lambda: run_cli(prompts, outs["cli_text"])[0],
-        "hand_text": lambda: run_by_hand(prompts, work / "hand_text.out", BY_HAND_TEXT),
+        "hand_text": lambda: run_by_hand(prompts, outs["hand_text"], BY_HAND_TEXT),
     }
     for side in sides.values():  # warm-up: bytecode cache, page cache
         side()
