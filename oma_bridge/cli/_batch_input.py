@@ -13,6 +13,7 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple, TextIO, cast
 
+from .._os.files import loads_json
 from ..batch import BatchItem
 
 if TYPE_CHECKING:
@@ -48,15 +49,6 @@ def _is_jsonl(path: str, name: str) -> bool:
     return False
 
 
-def _finite(text: str) -> float:
-    """A JSON number as a float; one a float cannot hold is refused, since the
-    result line would carry it as ``Infinity``, which is not JSON."""
-    value = float(text)
-    if value - value != 0:  # inf or nan
-        raise ValueError(f"the number {text[:40]} is out of range")
-    return value
-
-
 def _lines(path: str) -> TextIO:
     """``path`` as text read line by line, a line ending at ``\\n`` only (JSON
     Lines, and what an editor numbers): the default also ends one at a bare
@@ -72,12 +64,11 @@ def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | 
         return None, None
     if not jsonl:
         return BatchItem(id=number, input=text), None
-    try:
-        record = json.loads(text, parse_float=_finite, parse_constant=_finite)
-    except RecursionError:  # json recurses per level of nesting
-        return None, "not valid JSON (nested too deeply)"
+    try:  # a number a float cannot hold is refused: the result line would
+        # carry it as ``Infinity``, which is not JSON
+        record = loads_json(text)
     except ValueError as exc:
-        return None, f"not valid JSON ({exc})"
+        return None, str(exc)
     if not isinstance(record, dict):
         return None, f"expected a JSON object, got {type(record).__name__}"
     return _item(record, number)

@@ -71,6 +71,10 @@ def _finite(text: str) -> float | None:
     return value if value - value == 0 else None
 
 
+#: json.loads with options builds a decoder per call, more than a line costs.
+_decode = json.JSONDecoder(parse_float=_finite, parse_constant=_finite).decode
+
+
 def _no_lone_surrogates(obj: JSONObject) -> None:
     """Replace each lone surrogate in ``obj`` (keys too) with U+FFFD, as
     undecodable bytes are: no text of ours can be written as UTF-8 with one
@@ -199,7 +203,8 @@ class StreamParser:
         if not line.strip():
             return
         try:
-            obj = json.loads(line, parse_float=_finite, parse_constant=_finite)
+            # As json.loads reads bytes, with one decoder for every line.
+            obj = _decode(line.decode(json.detect_encoding(line), "surrogatepass"))
         except (ValueError, RecursionError):  # bad JSON, bad UTF-8, too deep
             obj = None
         if not isinstance(obj, dict):
