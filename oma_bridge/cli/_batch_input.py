@@ -64,8 +64,9 @@ def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | 
         return None, None
     if not jsonl:
         return BatchItem(id=number, input=text), None
-    try:  # a number a float cannot hold is refused: the result line would
-        # carry it as ``Infinity``, which is not JSON
+    # The strict reader: a number no float holds is refused, since the result
+    # line would carry it as ``Infinity``, which is not JSON.
+    try:
         record = loads_json(text)
     except ValueError as exc:
         return None, str(exc)
