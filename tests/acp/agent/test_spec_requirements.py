@@ -104,6 +104,19 @@ class Run:
         block = {"type": "text", "text": text}
         return await self.call("session/prompt", {"sessionId": sid, "prompt": [block]})
 
+    async def slow_turn(self, sid: str) -> int:
+        """Start a turn that does not end on its own; its request id, once
+        its first update has come (the turn is running)."""
+        turn = next(self.ids)
+        block = {"type": "text", "text": self.slow}
+        params = {"sessionId": sid, "prompt": [block]}
+        await self.editor.send(
+            {"jsonrpc": "2.0", "id": turn, "method": "session/prompt", "params": params}
+        )
+        while not self.updates(sid):
+            await self.editor.receive()
+        return turn
+
     def updates(self, sid: str, after: int = 0) -> list[dict[str, Any]]:
         return [
             f["params"]["update"]
@@ -331,18 +344,7 @@ async def _(run: Run) -> str | None:
 )
 async def _(run: Run) -> str | None:
     sid = await run.session()
-    turn = next(run.ids)
-    block = {"type": "text", "text": run.slow}
-    await run.editor.send(
-        {
-            "jsonrpc": "2.0",
-            "id": turn,
-            "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [block]},
-        }
-    )
-    while not run.updates(sid):  # the turn is running
-        await run.editor.receive()
+    turn = await run.slow_turn(sid)
     closed = await run.call("session/close", {"sessionId": sid})
     assert closed["result"] == {}
     answered = [f for f in run.editor.received if f.get("id") == turn]
@@ -442,18 +444,7 @@ async def _(run: Run) -> str | None:
 )
 async def _(run: Run) -> str | None:
     sid = await run.session()
-    turn = next(run.ids)
-    block = {"type": "text", "text": run.slow}
-    await run.editor.send(
-        {
-            "jsonrpc": "2.0",
-            "id": turn,
-            "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [block]},
-        }
-    )
-    while not run.updates(sid):
-        await run.editor.receive()
+    turn = await run.slow_turn(sid)
     await run.editor.send(
         {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
     )
@@ -471,18 +462,7 @@ async def _(run: Run) -> str | None:
 )
 async def _(run: Run) -> str | None:
     sid = await run.session()
-    turn = next(run.ids)
-    block = {"type": "text", "text": run.slow}
-    await run.editor.send(
-        {
-            "jsonrpc": "2.0",
-            "id": turn,
-            "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [block]},
-        }
-    )
-    while not run.updates(sid):
-        await run.editor.receive()
+    turn = await run.slow_turn(sid)
     await run.editor.send(
         {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": turn}}
     )
