@@ -63,11 +63,13 @@ def spawn(path, argv, *args, **kwargs):
     pid = real_spawn(path, argv, *args, **kwargs)
     if "oma-bridge keeper" in argv[-1]:
         os.kill(os.getpid(), signal.SIGKILL)  # the keeper runs, nothing sent yet
+    else:  # the group's leader: its pid is known before the keeper starts
+        with open(sys.argv[1], "w") as f:
+            f.write(str(pid))
     return pid
 
 os.posix_spawn = spawn
-script = "echo $$ > " + sys.argv[1] + "; exec sleep 60"
-Child(["/bin/sh", "-c", script], env=dict(os.environ), cwd=None, pipe_stdin=False)
+Child(["/bin/sleep", "60"], env=dict(os.environ), cwd=None, pipe_stdin=False)
 """
 
 
