@@ -25,6 +25,11 @@ All sides are measured in the same run, interleaved (the order rotates):
    admission check), as floor wall / CLI wall.
 3. Memory: the CLI's peak RSS (from ``wait4``) on 1,000 and on 10,000 items;
    target growth < 20 MB.
+4. CPU, for information: each side's process tree's CPU time (from ``wait4``:
+   the parent and every ``cat`` it reaped), and how busy it kept the CPUs
+   (tree CPU / (wall x CPUs)). The ``cat``s cost the same whoever starts them,
+   so the difference between two sides is their parents' own CPU; on a
+   machine the batch keeps busy, that is what the wall ratio can move with.
 
 It asserts nothing: it prints a table with PASS/MISS. Exit status 0 when every
 measurement was made, 1 when one could not be.
@@ -45,8 +50,12 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from _common import StealMeter, bytecode_env, environment_line, load_line
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CONCURRENCY = 8
 SPEEDUP_TARGET = 1.1
@@ -198,11 +207,24 @@ def child_env() -> dict[str, str]:
     return bytecode_env(_PYC) or dict(os.environ)
 
 
-def timed(argv: list[str], env: dict[str, str], what: str) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process run to its end."""
+class Sample(NamedTuple):
+    """One side's run: wall seconds, peak RSS (MB) and its tree's CPU seconds."""
+
+    wall: float
+    rss: float
+    cpu: float
+
+
+def timed(
+    argv: list[str], env: dict[str, str], what: str, stdout: IO[bytes] | None = None
+) -> Sample:
+    """One child process run to its end, measured; its stdout to ``stdout``."""
     start = time.perf_counter()
     child = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        argv,
+        stdout=subprocess.DEVNULL if stdout is None else stdout,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
@@ -210,11 +232,11 @@ def timed(argv: list[str], env: dict[str, str], what: str) -> tuple[float, float
     stderr = child.stderr.read().decode() if child.stderr else ""
     if child.returncode != 0:
         raise RuntimeError(f"{what} exited {child.returncode}: {stderr}")
-    return wall, usage.ru_maxrss / 1024
+    return Sample(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
 
 
-def run_cli(prompts: Path, out: Path) -> tuple[float, float]:
-    """One CLI batch: wall seconds and peak RSS (MB)."""
+def run_cli(prompts: Path, out: Path) -> Sample:
+    """One CLI batch."""
     out.unlink(missing_ok=True)
     argv = [
         *(*cli(), "batch", str(prompts), "--process", "cat"),
@@ -223,47 +245,42 @@ def run_cli(prompts: Path, out: Path) -> tuple[float, float]:
     return timed(argv, child_env(), "oma-bridge batch")
 
 
-def run_by_hand(records: Path, out: Path, script: str = BY_HAND) -> float:
+def run_by_hand(records: Path, out: Path, script: str = BY_HAND) -> Sample:
     out.unlink(missing_ok=True)
     argv = [sys.executable, "-c", script, str(records), str(out)]
-    return timed(argv, child_env(), "the ThreadPoolExecutor baseline")[0]
+    return timed(argv, child_env(), "the ThreadPoolExecutor baseline")
 
 
-def run_floor(records: Path, out: Path) -> float:
+def run_floor(records: Path, out: Path) -> Sample:
     out.unlink(missing_ok=True)
     cat = shutil.which("cat") or "cat"
     argv = [sys.executable, "-c", BY_LOOP, str(records), str(out), cat]
-    return timed(argv, child_env(), "the one-thread floor")[0]
+    return timed(argv, child_env(), "the one-thread floor")
 
 
-def run_xargs(listing: Path, out: Path) -> float:
-    start = time.perf_counter()
+def run_xargs(listing: Path, out: Path) -> Sample:
+    argv = ["xargs", "-a", str(listing), "-P", str(CONCURRENCY), "-n", "1", "cat"]
     with out.open("wb") as sink:
-        subprocess.run(
-            ["xargs", "-a", str(listing), "-P", str(CONCURRENCY), "-n", "1", "cat"],
-            stdout=sink,
-            check=True,
-        )
-    return time.perf_counter() - start
+        return timed(argv, child_env(), "xargs", stdout=sink)
 
 
-def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]] | None:
-    """Wall times per side, interleaved with a rotating order; None if a side
+def measure(args: argparse.Namespace, work: Path) -> dict[str, list[Sample]] | None:
+    """Every side's runs, interleaved with a rotating order; None if a side
     wrote the wrong number of results or a baseline not the CLI's lines."""
     records, prompts, listing = write_inputs(work, args.items)
     written = ("cli", "hand", "floor", "cli_text", "hand_text")
     outs = {name: work / f"{name}.out" for name in written}
-    sides = {
-        "cli": lambda: run_cli(records, outs["cli"])[0],
+    sides: dict[str, Callable[[], Sample]] = {
+        "cli": lambda: run_cli(records, outs["cli"]),
         "hand": lambda: run_by_hand(records, outs["hand"]),
         "floor": lambda: run_floor(records, outs["floor"]),
         "xargs": lambda: run_xargs(listing, work / "xargs.out"),
-        "cli_text": lambda: run_cli(prompts, outs["cli_text"])[0],
+        "cli_text": lambda: run_cli(prompts, outs["cli_text"]),
         "hand_text": lambda: run_by_hand(prompts, outs["hand_text"], BY_HAND_TEXT),
     }
     for side in sides.values():  # warm-up: bytecode cache, page cache
         side()
-    times: dict[str, list[float]] = {name: [] for name in sides}
+    times: dict[str, list[Sample]] = {name: [] for name in sides}
     names = list(sides)
     for i in range(args.runs):
         for name in names[i % len(names) :] + names[: i % len(names)]:
@@ -301,7 +318,7 @@ def memory(work: Path) -> tuple[float, float]:
         (work / sub).mkdir()
     small = write_records(work / "m1", 1000)
     big = write_records(work / "m2", 10000)
-    return run_cli(small, work / "m1.jsonl")[1], run_cli(big, work / "m2.jsonl")[1]
+    return run_cli(small, work / "m1.jsonl").rss, run_cli(big, work / "m2.jsonl").rss
 
 
 def row(
@@ -312,8 +329,16 @@ def row(
     print(f"{name:<56} {cand:>10.3f} {base:>10.3f} {value:>8.2f} {target:>9} {verdict}")
 
 
-def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
-    med = {name: statistics.median(samples) for name, samples in times.items()}
+def medians(times: dict[str, list[Sample]], field: str) -> dict[str, float]:
+    """Each side's median of one field of its samples."""
+    return {
+        name: statistics.median(getattr(sample, field) for sample in samples)
+        for name, samples in times.items()
+    }
+
+
+def report(items: int, times: dict[str, list[Sample]]) -> None:
+    med = medians(times, "wall")
     hand = med["hand"]
     print()
     print(
@@ -358,8 +383,29 @@ def report(items: int, runs: int, times: dict[str, list[float]]) -> None:
     )
 
 
-def notes(items: int, runs: int, times: dict[str, list[float]]) -> None:
-    med = {name: statistics.median(samples) for name, samples in times.items()}
+def cpu_rows(times: dict[str, list[Sample]]) -> None:
+    """The sides' tree CPU: what the parents add to the same ``cat``s."""
+    cpu = medians(times, "cpu")
+    row(
+        "tree CPU s, oma-bridge batch vs ThreadPoolExecutor (info)",
+        cpu["cli"],
+        cpu["hand"],
+        cpu["hand"] / cpu["cli"],
+        "-",
+        None,
+    )
+    row(
+        "tree CPU s, the same vs the bare one-thread loop (info)",
+        cpu["cli"],
+        cpu["floor"],
+        cpu["floor"] / cpu["cli"],
+        "-",
+        None,
+    )
+
+
+def notes(items: int, runs: int, times: dict[str, list[Sample]]) -> None:
+    med = medians(times, "wall")
     print()
     print(
         textwrap.fill(
@@ -371,13 +417,30 @@ def notes(items: int, runs: int, times: dict[str, list[float]]) -> None:
             subsequent_indent="    ",
         )
     )
-    rounds = sorted(h / c for h, c in zip(times["hand"], times["cli"], strict=True))
+    rounds = sorted(
+        h.wall / c.wall for h, c in zip(times["hand"], times["cli"], strict=True)
+    )
     print(
         textwrap.fill(
             "the speedup round by round (the two sides of one round run seconds "
             f"apart): {rounds[0]:.2f}-{rounds[-1]:.2f}, median "
             f"{statistics.median(rounds):.2f}; a spread wider than the margin to "
             "the target says to rerun with more --runs",
+            width=100,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        )
+    )
+    cpus = os.cpu_count() or 1
+    busy = {
+        name: statistics.median(s.cpu / (s.wall * cpus) for s in samples)
+        for name, samples in times.items()
+    }
+    print(
+        textwrap.fill(
+            f"CPU busy (tree CPU / (wall x {cpus} CPUs), medians): "
+            + ", ".join(f"{name} {share:.0%}" for name, share in busy.items())
+            + "; near 100 % the machine, not the parent, sets the wall",
             width=100,
             initial_indent="  ",
             subsequent_indent="    ",
@@ -404,7 +467,8 @@ def main() -> int:
             return 1
         print("  measuring peak memory on 1,000 and 10,000 items ...", flush=True)
         rss_small, rss_big = memory(work)
-    report(args.items, args.runs, times)
+    report(args.items, times)
+    cpu_rows(times)
     growth = rss_big - rss_small
     row(
         "peak RSS, 1,000 -> 10,000 items (MB)",
