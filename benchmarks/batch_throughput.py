@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -404,6 +405,22 @@ def cpu_rows(times: dict[str, list[Sample]]) -> None:
     )
 
 
+def interval(
+    times: dict[str, list[Sample]], resamples: int = 2000
+) -> tuple[float, float]:
+    """A 90 % bootstrap interval of the speedup: rounds drawn with replacement
+    (both sides of a round together), the ratio of medians of each draw."""
+    pairs = list(zip(times["hand"], times["cli"], strict=True))
+    draw = random.Random(0)
+    ratios = []
+    for _ in range(resamples):
+        sample = draw.choices(pairs, k=len(pairs))
+        hand = statistics.median(h.wall for h, _ in sample)
+        ratios.append(hand / statistics.median(c.wall for _, c in sample))
+    ratios.sort()
+    return ratios[resamples // 20], ratios[resamples - 1 - resamples // 20]
+
+
 def notes(items: int, runs: int, times: dict[str, list[Sample]]) -> None:
     med = medians(times, "wall")
     print()
@@ -420,12 +437,14 @@ def notes(items: int, runs: int, times: dict[str, list[Sample]]) -> None:
     rounds = sorted(
         h.wall / c.wall for h, c in zip(times["hand"], times["cli"], strict=True)
     )
+    low, high = interval(times)
     print(
         textwrap.fill(
             "the speedup round by round (the two sides of one round run seconds "
             f"apart): {rounds[0]:.2f}-{rounds[-1]:.2f}, median "
-            f"{statistics.median(rounds):.2f}; a spread wider than the margin to "
-            "the target says to rerun with more --runs",
+            f"{statistics.median(rounds):.2f}; its 90 % bootstrap interval over "
+            f"the rounds: {low:.2f}-{high:.2f}. An interval that holds the "
+            "target says to rerun with more --runs",
             width=100,
             initial_indent="  ",
             subsequent_indent="    ",
