@@ -337,3 +337,25 @@ async def test_what_an_acp_agent_detached_dies_with_it_though_it_exits_first(
         assert wait_gone(pid), "the detached command outlived its agent"
     finally:
         kill_if_alive(pid)
+
+
+async def test_what_an_acp_agent_detached_dies_though_it_exits_at_session_close(
+    tmp_path: Path,
+) -> None:
+    """As claude-agent-acp does: the backend's close sends ``session/close``,
+    and the agent ends the process that started the command in a session of
+    its own (here the agent itself exits), before the stop has looked. The
+    backend looks before the close, so the command is still found and killed."""
+    log = tmp_path / "log"
+    backend = fake_agent(log, "--close-exits", kill_grace=GRACE)
+    async with agent_for(backend) as agent:
+        with anyio.fail_after(BOUND):
+            result = await agent.run("detach;say:done")
+    methods = [e.get("method") for e in map_log(log)]
+    pid = next(e["pid"] for e in map_log(log) if e.get("_sent") == "escaped")
+    try:
+        assert result.success and result.output == "done"
+        assert "session/close" in methods  # the close the agent exits at
+        assert wait_gone(pid), "the detached command outlived its agent"
+    finally:
+        kill_if_alive(pid)

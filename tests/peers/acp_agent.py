@@ -8,7 +8,9 @@ returns config options: model model-1|model-2, grouped), --commands (after
 answering session/new, send an available_commands_update, as agents do),
 --stderr-noise N (write N KiB to stderr at start), --ignore-sigterm,
 --init-delay SECONDS (answer initialize that much later: a slow start-up),
---mcp-http (advertise MCP servers over HTTP).
+--mcp-http (advertise MCP servers over HTTP), --close-exits (advertise
+session/close, and exit once it has answered one: as claude-agent-acp ends the
+Claude Code process, which re-parents away what its Bash commands started).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
@@ -563,6 +565,8 @@ def main() -> None:
                 caps["loadSession"] = True
             if "--resume" in ARGS:
                 caps["sessionCapabilities"] = {"resume": {}}
+            if "--close-exits" in ARGS:
+                caps.setdefault("sessionCapabilities", {})["close"] = {}
             if "--mcp-http" in ARGS:
                 caps["mcpCapabilities"] = {"http": True}
             result = {
@@ -607,6 +611,9 @@ def main() -> None:
                     }
         elif method == "session/set_mode":
             result = {}
+        elif method == "session/close" and "--close-exits" in ARGS:
+            send({"jsonrpc": "2.0", "id": mid, "result": {}})
+            os._exit(0)
         elif method == "session/set_config_option":
             result = {"configOptions": config_options(params["value"])}
         elif method == "session/prompt":
