@@ -299,7 +299,19 @@ def answered(o: Outcome, case: str, world: World) -> None:
 
 
 def paths(o: Outcome) -> list[str]:
-    return [f"{r['path']} -> {r['response'].get('status')}" for r in o.requests]
+    """The requests, for a failure's message: path and status, and for one no
+    fixture answered the start of its last message, to tell whose it is."""
+    return [_shown(r) for r in o.requests]
+
+
+def _shown(request: dict[str, Any]) -> str:
+    line = f"{request['path']} -> {request['response'].get('status')}"
+    if request["response"].get("fixture"):
+        return line
+    body = request.get("body") or {}
+    said = body.get("messages") or body.get("input") or body.get("contents") or []
+    last = json.dumps(said[-1] if isinstance(said, list) and said else body)
+    return f"{line} ({last[:200]})"
 
 
 def the_calls(world: World, o: Outcome, case: str) -> tuple[ToolCallRecord, ...]:
