@@ -157,7 +157,14 @@ async def turn(agent: Agent, world: World, case: str) -> Outcome:
 
 def asked(s: stub.Stub, case: str) -> list[dict[str, Any]]:
     """The requests a case's fixtures answered, and those none answered that
-    carry its marker (or no case's: the stub serves a route's cases at once)."""
+    carry its marker (or no case's: the stub serves a route's cases at once).
+
+    A request none answered whose body the journal did not keep (over its 64
+    KB cap: qwen's, with its tool list, are ~78 KB) is no case's that can be
+    told, and is left out: it used to count in every case of the route, so
+    qwen's stray request after the tools turn failed the deny case's count.
+    A case's own turn requests are still counted by the fixtures that answer
+    them."""
     marker = f"OMA-{case.upper()}"
     out = []
     for r in s.requests():
@@ -166,10 +173,39 @@ def asked(s: stub.Stub, case: str) -> list[dict[str, Any]]:
             if fixture["match"].get("userMessage") == marker:
                 out.append(r)
             continue
-        body = json.dumps(r.get("body"))
-        if marker in body or "OMA-" not in body:
+        body = r.get("body")
+        if isinstance(body, dict) and body.get("__aimock_truncated"):
+            continue
+        text = json.dumps(body)
+        if marker in text or "OMA-" not in text:
             out.append(r)
     return out
+
+
+def test_a_request_the_journal_kept_no_body_of_is_no_case_s() -> None:
+    """What ``asked`` gives a case, on a journal of a route's shared stub."""
+    truncated = {"__aimock_truncated": True, "originalByteSize": 77742}
+
+    def entry(body: object, fixture_marker: str | None = None) -> dict[str, Any]:
+        match = {"match": {"userMessage": fixture_marker}} if fixture_marker else None
+        response = {"status": 200 if match else 404, "fixture": match}
+        return {"path": "/v1/chat/completions", "body": body, "response": response}
+
+    journal = [
+        entry({"messages": ["OMA-DENY ..."]}, "OMA-DENY"),  # the case's turn
+        entry({"messages": ["OMA-TOOLS ..."]}, "OMA-TOOLS"),  # another case's
+        entry(truncated),  # unanswered, body not kept: nobody's to tell
+        entry({"messages": ["OMA-DENY ...", "again"]}),  # unanswered, the case's
+        entry({"messages": ["OMA-TOOLS ...", "again"]}),  # unanswered, another's
+        entry({"messages": ["no marker at all"]}),  # unanswered, no case's
+    ]
+
+    class Journal:
+        def requests(self) -> list[dict[str, Any]]:
+            return journal
+
+    got = asked(Journal(), "deny")  # type: ignore[arg-type]
+    assert got == [journal[0], journal[3], journal[5]]
 
 
 @dataclass
