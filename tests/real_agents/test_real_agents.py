@@ -162,7 +162,8 @@ def asked(s: stub.Stub, case: str) -> list[dict[str, Any]]:
     A request none answered whose body the journal did not keep (over its 64
     KB cap: qwen's, with its tool list, are ~78 KB) is no case's that can be
     told, and is left out: it used to count in every case of the route, so
-    qwen's stray request after the tools turn failed the deny case's count.
+    a stray request of qwen's (as after its tools turn) could fail the deny
+    case's count.
     A case's own turn requests are still counted by the fixtures that answer
     them."""
     marker = f"OMA-{case.upper()}"
