@@ -351,8 +351,9 @@ async def test_what_an_acp_agent_detached_dies_though_it_exits_at_session_close(
     async with agent_for(backend) as agent:
         with anyio.fail_after(BOUND):
             result = await agent.run("detach;say:done")
-    methods = [e.get("method") for e in map_log(log)]
-    pid = next(e["pid"] for e in map_log(log) if e.get("_sent") == "escaped")
+    entries = map_log(log)
+    methods = [e.get("method") for e in entries]
+    pid = next(e["pid"] for e in entries if e.get("_sent") == "escaped")
     try:
         assert result.success and result.output == "done"
         assert "session/close" in methods  # the close the agent exits at
