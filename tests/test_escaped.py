@@ -321,6 +321,50 @@ def test_find_escaped_takes_only_what_left_the_group() -> None:
                 kill_if_alive(pid)
 
 
+def test_a_second_look_keeps_what_the_first_found_and_lets_go_of_what_ended() -> None:
+    """Looks before each session close and at the stop add up: one pidfd per
+    escaped process, held while it runs and closed once it has ended, and each
+    found still named in the error."""
+    from oma_bridge._os.child import Child
+
+    code = (
+        "import signal, subprocess, time\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"  # no zombies
+        "a = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        "b = subprocess.Popen(['sleep', '0.3'], start_new_session=True)\n"
+        "print(a.pid, b.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = Child([sys.executable, "-c", code], env=os.environ, cwd=None,
+                  pipe_stdin=False)  # fmt: skip
+    lasting = short = 0
+    try:
+        line = b""
+        deadline = time.monotonic() + BOUND
+        while not line.endswith(b"\n"):
+            assert time.monotonic() < deadline
+            wait_readable_blocking([child.stdout], BOUND)
+            line += os.read(child.stdout, 100)
+        lasting, short = map(int, line.split())
+        child.look_for_escaped()
+        first = {p.pid: p.pidfd for p in child.escaped or ()}
+        assert sorted(first) == sorted([lasting, short])
+        assert wait_gone(short)
+        child.look_for_escaped()
+        second = {p.pid: p.pidfd for p in child.escaped or ()}
+        assert second == {lasting: first[lasting], short: -1}
+        child.ask_to_stop()
+        child.reap()
+        assert wait_gone(lasting)
+        assert str(lasting) in child.escaped_text()
+        assert str(short) in child.escaped_text()
+    finally:
+        child.close()
+        for pid in (lasting, short):
+            if pid:
+                kill_if_alive(pid)
+
+
 async def test_what_an_acp_agent_detached_dies_with_it_though_it_exits_first(
     tmp_path: Path,
 ) -> None:
@@ -358,5 +402,40 @@ async def test_what_an_acp_agent_detached_dies_though_it_exits_at_session_close(
         assert result.success and result.output == "done"
         assert "session/close" in methods  # the close the agent exits at
         assert wait_gone(pid), "the detached command outlived its agent"
+    finally:
+        kill_if_alive(pid)
+
+
+CLOSE = "session/close"
+
+
+async def test_what_a_tool_detached_dies_though_its_session_closed_mid_life(
+    tmp_path: Path,
+) -> None:
+    """As claude-agent-acp does at each new session (``session_per_run``): the
+    ``session/close`` of the session it replaces ends that session's tool
+    process, and the command it started in a session of its own is re-parented
+    away, while the agent serves on. The close looks first, so the stop at the
+    end still finds the command and kills it."""
+    log = tmp_path / "log"
+    backend = fake_agent(
+        log, "--close-ends-tools", kill_grace=GRACE, session_per_run=True
+    )
+    async with agent_for(backend) as agent:
+        with anyio.fail_after(BOUND):
+            first = await agent.run("detachtool;say:one")
+            second = await agent.run("say:two")
+        entries = map_log(log)
+        pid = next(e["pid"] for e in entries if e.get("_sent") == "escaped")
+        try:
+            closes = [e["params"] for e in entries if e.get("method") == CLOSE]
+            assert closes == [{"sessionId": "sess-1"}]  # its tool process ended there
+            assert not is_dead(pid)  # the command did not: it waits for the stop
+        except BaseException:
+            kill_if_alive(pid)
+            raise
+    try:
+        assert first.output == "one" and second.output == "two"
+        assert wait_gone(pid), "the detached command outlived the backend"
     finally:
         kill_if_alive(pid)

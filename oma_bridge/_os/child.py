@@ -25,8 +25,9 @@ kill's reach. So the first signal of a stop, while the leader still runs, looks
 first: the leader's descendants, by their parent links in ``/proc``, whose group
 is another are taken with a pidfd each (``escaped``) and get the group's signals
 (SIGTERM, then SIGKILL at the reap); the error and a WARNING name them. A stop
-that first closes stdin and lets the leader exit looks before it closes
-(``look_for_escaped``). Where
+that first closes stdin and lets the leader exit looks before it closes, and
+an ACP client before each ``session/close`` (``look_for_escaped``); looks add
+up. Where
 there is no ``/proc`` or no pidfd, none is found or signalled. Found are only
 those still linked to the leader by parents: one whose parent exited before the
 stop was re-parented away and is not.
@@ -53,7 +54,7 @@ from .supervisor import register, unregister
 
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Container, Iterable, Mapping, Sequence
     from typing import IO, TypeAlias
 
     #: One ``os.posix_spawn`` file action: dup2, or open.
@@ -346,11 +347,16 @@ class Child:
         self._stop_signal(signal.SIGKILL)
 
     def look_for_escaped(self) -> None:
-        """Find what escaped the group now, while the leader runs: for a stop
-        that begins by closing stdin, whose polite leader may exit before the
-        first signal and leave its descendants re-parented out of reach."""
-        if self.escaped is None and self.returncode is None and not self.has_exited():
-            self.escaped = find_escaped(self.pid)
+        """Find what escaped the group now, while the leader runs, and keep it
+        with what earlier looks found, for the stop to signal: before a stop
+        that begins by closing stdin (a polite leader may exit before the
+        first signal), or before a request that may end the process that
+        started them (their parent gone, they are re-parented out of reach)."""
+        if self.returncode is None and not self.has_exited():
+            known = self.escaped or []
+            for process in known:
+                _release_if_gone(process)
+            self.escaped = known + find_escaped(self.pid, {p.pid for p in known})
 
     def _stop_signal(self, sig: signal.Signals) -> None:
         """``sig`` to the group and to what escaped it, found first (at the
@@ -529,8 +535,9 @@ def _command(pid: int) -> str:
     return text[:200]
 
 
-def find_escaped(leader: int) -> list[Escaped]:
-    """``leader``'s descendants whose process group is not ``leader``'s.
+def find_escaped(leader: int, known: Container[int] = ()) -> list[Escaped]:
+    """``leader``'s descendants whose process group is not ``leader``'s, but
+    those in ``known`` (taken already).
 
     Each is taken with a pidfd, then checked to be a child of the process it
     was listed under still, so a signal later reaches that process and never
@@ -556,11 +563,22 @@ def find_escaped(leader: int) -> list[Escaped]:
                 os.close(pidfd)  # gone, or its number reused: not ours
                 continue
             todo.append(pid)
-            if int(fields[2]) == leader:
+            if int(fields[2]) == leader or pid in known:
                 os.close(pidfd)  # in the group: the group kill reaches it
             else:
                 escaped.append(Escaped(pid, pidfd, _command(pid)))
     return escaped
+
+
+def _release_if_gone(process: Escaped) -> None:
+    """Close the pidfd of a ``process`` that ended (it stays named in the
+    error), so that a long life holds one only for what still runs."""
+    if process.pidfd >= 0:
+        try:
+            signal.pidfd_send_signal(process.pidfd, 0)
+        except ProcessLookupError:
+            os.close(process.pidfd)
+            process.pidfd = -1
 
 
 def _signal_escaped(

@@ -10,7 +10,10 @@ answering session/new, send an available_commands_update, as agents do),
 --init-delay SECONDS (answer initialize that much later: a slow start-up),
 --mcp-http (advertise MCP servers over HTTP), --close-exits (advertise
 session/close, and exit once it has answered one: as claude-agent-acp ends the
-Claude Code process, which re-parents away what its Bash commands started).
+Claude Code process, which re-parents away what its Bash commands started),
+--close-ends-tools (advertise session/close, and end there the tool processes
+that session's detachtool commands started, and go on: as claude-agent-acp
+ends that session's Claude Code process and serves the next session).
 Env: ACP_LOG=path appends every received frame as one JSON line, and every
 session/update this agent sends as {"_sent": "session/update", "params": ...}.
 ACP_NOTIFY=fifo (opt-in): closeout writes "closed stdout" there once it has;
@@ -23,6 +26,8 @@ process group / in a session of its own), log its pid as {"_sent": "escaped"},
 then exit 3 mid-turn. detach: start `sleep 60` in a session of its own with
 its output to /dev/null, log its pid the same way, and end the turn (as Claude
 Code runs a Bash command); the agent exits at once when its stdin closes.
+detachtool: the same `sleep 60`, started by a tool process of the session
+(in the agent's group, as Claude Code is), logged the same way.
 Hostile frames: raw:PATH writes the bytes of PATH to stdout as they are and goes
 on; rpcerror:TEXT answers the prompt with a -32603 error object whose message
 and data.detail are TEXT; both:TEXT answers it with a result AND an error;
@@ -62,6 +67,7 @@ _late: list[tuple[str, str]] = []  # (command, text) sent after the prompt's ans
 _reply_shape: list[tuple[str, str]] = []  # how to answer the prompt (hostile)
 _answer_usage: list[dict] = []  # the usage the prompt's answer carries
 CWD = os.getcwd()  # the last session's cwd
+TOOLS: dict[str, list] = {}  # session id -> the tool processes detachtool started
 
 
 def log(msg: dict) -> None:
@@ -439,6 +445,23 @@ def prompt_turn(sid: str, text: str) -> str:
                 stderr=subprocess.DEVNULL,
             )
             log({"_sent": "escaped", "id": None, "pid": child.pid})
+        elif name == "detachtool":
+            import subprocess
+
+            starter = (
+                "import subprocess, time\n"
+                "p = subprocess.Popen(['sleep', '60'], start_new_session=True,"
+                " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                "print(p.pid, flush=True)\n"
+                "time.sleep(60)\n"
+            )
+            tool = subprocess.Popen(
+                [sys.executable, "-c", starter], stdout=subprocess.PIPE
+            )
+            assert tool.stdout is not None
+            pid = int(tool.stdout.readline())
+            TOOLS.setdefault(sid, []).append(tool)
+            log({"_sent": "escaped", "id": None, "pid": pid})
         elif name == "readflood":
             # Ask for a file, then write COUNT 64 KiB chunks before reading the
             # answer: a client that writes the answer without reading deadlocks.
@@ -565,7 +588,7 @@ def main() -> None:
                 caps["loadSession"] = True
             if "--resume" in ARGS:
                 caps["sessionCapabilities"] = {"resume": {}}
-            if "--close-exits" in ARGS:
+            if "--close-exits" in ARGS or "--close-ends-tools" in ARGS:
                 caps.setdefault("sessionCapabilities", {})["close"] = {}
             if "--mcp-http" in ARGS:
                 caps["mcpCapabilities"] = {"http": True}
@@ -614,6 +637,11 @@ def main() -> None:
         elif method == "session/close" and "--close-exits" in ARGS:
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
             os._exit(0)
+        elif method == "session/close" and "--close-ends-tools" in ARGS:
+            for tool in TOOLS.pop(params["sessionId"], ()):
+                tool.kill()  # what it started in a session of its own lives on
+                tool.wait()
+            result = {}
         elif method == "session/set_config_option":
             result = {"configOptions": config_options(params["value"])}
         elif method == "session/prompt":

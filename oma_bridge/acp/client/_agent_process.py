@@ -525,15 +525,6 @@ class AgentProcess:
             self.session = SessionState()
             await close_session(self, session_id, self.config.cancel_grace)
 
-    async def close_before_stop(self) -> None:
-        """``close_session`` as the backend ends, looking first for what the
-        agent started in a session of its own: the close may end the process
-        that started it (claude-agent-acp ends Claude Code, whose Bash
-        commands are then re-parented away), and ``stop`` would not find it."""
-        if self.child is not None:
-            self.child.look_for_escaped()
-        await self.close_session()
-
     def attach(self, run: weakref.ref[AcpRun]) -> None:
         """Feed the turn of ``run`` with the session's updates from now on."""
         self._run = run

@@ -320,7 +320,7 @@ class AcpBackend:
             if in_flight is not None:
                 await self._end_run_in_flight(in_flight)
             elif self._agents.current is not None:
-                await self._agents.current.close_before_stop()  # done with
+                await self._agents.current.close_session()  # done with
             await self._slot.drained(self.config.cancel_grace)
             # If the run has not let go (its consumer is not iterating), stop()
             # wakes its waits with ClosedResourceError before closing anything.

@@ -163,10 +163,18 @@ async def logout(agent: AgentProcess) -> bool:
 async def close_session(agent: AgentProcess, session_id: str, within: float) -> None:
     """``session/close`` of ``session_id`` if the agent offers it. Bounded by
     ``within`` seconds and shielded (it runs as a session or a backend ends);
-    a refusal is logged, never raised."""
+    a refusal is logged, never raised.
+
+    It looks first for what the agent started in a session of its own: the
+    close may end the process that started it (claude-agent-acp ends that
+    session's Claude Code, whose Bash commands are then re-parented away),
+    and the stop would not find it then.
+    """
     if agent.broken or not offers(agent, "sessionCapabilities", "close"):
         return
     assert agent.conn is not None
+    if agent.child is not None:
+        agent.child.look_for_escaped()
     with anyio.CancelScope(shield=True), anyio.move_on_after(within):
         try:
             await agent.conn.request(m.SESSION_CLOSE, {"sessionId": session_id})
