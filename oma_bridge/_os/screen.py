@@ -94,7 +94,10 @@ class Screen:
         return line
 
     def _put(self, run: str) -> None:
-        line, col = self._line, self._col
+        line = self._line
+        # Spaces the program did not send stop at a terminal's width: past it
+        # the cursor got by writing text (then erased), not by moving.
+        col = min(self._col, max(len(line), MAX_COLUMNS))
         if col > len(line):
             line.extend(" " * (col - len(line)))
         line[col : col + len(run)] = run  # overwrites, then extends
@@ -126,7 +129,7 @@ class Screen:
         if final == "G":  # cursor to column
             self._col = max(count - 1, 0)
         elif final == "C":  # forward
-            self._col = min(self._col + count, MAX_COLUMNS)
+            self._col = max(self._col, min(self._col + count, MAX_COLUMNS))
         elif final == "D":  # back
             self._col = max(self._col - count, 0)
         # Colours, modes and moves to other lines change no text on this line.

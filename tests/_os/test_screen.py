@@ -124,3 +124,15 @@ def test_cursor_moves_are_clamped_to_a_terminals_width(moves: str) -> None:
     # Each made a line of that many spaces (MemoryError) or raised ValueError.
     out = clean(moves + "x\n")
     assert out.endswith("x\n") and len(out) <= MAX_COLUMNS + 2
+
+
+def test_a_cursor_that_text_took_past_the_width_pads_no_further() -> None:
+    # Text pushed the cursor beyond the widest line, then the line was erased:
+    # what is written next comes after a terminal's width of spaces, not more.
+    out = clean("\x1b[4096Cab\x1b[1Kcd\n")
+    assert out == " " * MAX_COLUMNS + "cd\n"
+    # And a move forward from there does not move the cursor back.
+    assert (
+        clean("y" * (MAX_COLUMNS + 10) + "\x1b[1Cz\n")
+        == "y" * (MAX_COLUMNS + 10) + "z\n"
+    )

@@ -97,6 +97,9 @@ def cut(text: str, points: list[int]) -> list[str]:
 # Text past the widest line, then an erase to the cursor: the erased text came
 # back as more spaces than the program sent or a terminal is wide.
 @example("\x1b[4096Cab\x1b[1K", [])
+# Text written past the widest line, erased, then more text: the cursor stayed
+# where the text had left it, and the next text came after as many spaces.
+@example("\x1b[4096Cab\x1b[1Kab", [])
 def test_the_screen_draws_no_line_wider_than_a_terminal_beyond_its_text(
     text: str, points: list[int]
 ) -> None:
