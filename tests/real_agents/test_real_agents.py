@@ -727,3 +727,57 @@ async def test_session_loaded_again_after_the_agent_restarts(
     else:
         assert got.second.output.strip() == REPLY["again"]
     assert REPLY["text"] not in got.second.output
+
+
+#: A command Claude Code's Bash tool keeps running in the background, past
+#: its turn; it records its pid.
+BACKGROUND = {
+    "command": SLEEPER,
+    "description": "Work in the background",
+    "run_in_background": True,
+}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("world", ["claude-next-acp"], indirect=True)
+async def test_a_background_command_dies_once_its_session_is_replaced(
+    world: World, anyio_backend: str
+) -> None:
+    """A new session per run: the first run's turn leaves a command working
+    in the background (in a session of its own), the second run's new session
+    closes the first, where claude-agent-acp ends that session's Claude Code.
+    The command does not outlive the backend.
+
+    Seen on 2026-12-07: Claude Code 2 ends the command itself at the close;
+    the backend's look before each close (tests/test_escaped.py) covers an
+    agent that does not. The adapter's old name (claude-acp, Claude Code 1)
+    keeps the turn open until a background command ends, so no command
+    outlives a turn there."""
+    calls = [("call_bg", "Bash", BACKGROUND)]
+    world.serve(
+        stub.tools("OMA-BACKGROUND", calls, "Started.", [(5, 5), (5, 5)])
+        + stub.text("OMA-TEXT", REPLY["text"], (5, 5))
+    )
+    pidfile = world.workspace / "sleeper.pid"
+    config = world.config(permission="auto-approve", session_per_run=True)
+    pid = 0
+    try:
+        async with Agent(AgentConfig(name="bg", backend=config)) as agent:
+            with anyio.fail_after(30):
+                first = await agent.run("OMA-BACKGROUND Start the work.")
+                assert first.success, first.error
+                for _ in range(100):  # it writes the file as it starts
+                    if pidfile.exists() and pidfile.read_text().strip():
+                        break
+                    await anyio.sleep(0.05)
+                pid = int(pidfile.read_text())
+                second = await agent.run("OMA-TEXT Say hello.")
+                assert second.success, second.error
+        for _ in range(60):  # 3 s for the signals to land
+            if not _alive(pid):
+                break
+            await anyio.sleep(0.05)
+        assert not _alive(pid), f"the background command (pid {pid}) outlived it"
+    finally:
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
