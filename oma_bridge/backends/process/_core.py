@@ -105,7 +105,6 @@ class RunCore:
         self._stdin = memoryview(stdin_data)
         self._sent = 0
         self._raw: list[bytes] | None = None if events else []
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._output: list[str] = []
         self._pending: deque[StreamEvent] = deque()
         self._kept = 0
@@ -127,6 +126,12 @@ class RunCore:
             from ..parsers import make_parser  # only runs that parse load it
 
             self._parser = make_parser(config.output_format, events=events)
+        # Text streamed as it comes: decoded as it comes (else never here).
+        self._decoder = (
+            codecs.getincrementaldecoder("utf-8")("replace")
+            if self._parser is None and self._raw is None
+            else None
+        )
         #: What outlived the leader (``pipes_held_open``), or "".
         self.left_behind = ""
         self._escaped = ""  # descendants outside the group, killed at the stop
@@ -173,7 +178,7 @@ class RunCore:
             self._parser.feed(data)
         elif self._raw is not None:
             self._raw.append(data)
-        else:
+        elif self._decoder is not None:
             self._text(self._decoder.decode(data))
 
     def stdout_closed(self) -> None:
@@ -181,7 +186,7 @@ class RunCore:
         if self.stdout_open:
             if self._parser is not None:
                 self._parser.close()
-            elif self._raw is None:
+            elif self._decoder is not None:
                 self._text(self._decoder.decode(b"", final=True))
         self.stdout_open = False
 
@@ -351,7 +356,8 @@ class RunCore:
         elif self._raw is not None:
             output = b"".join(self._raw).decode("utf-8", "replace")
         else:
-            output = "".join(self._output) + self._decoder.decode(b"", final=True)
+            held = self._decoder.decode(b"", final=True) if self._decoder else ""
+            output = "".join(self._output) + held
         return ending(
             output,
             self._messages,
