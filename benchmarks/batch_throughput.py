@@ -220,17 +220,21 @@ def timed(
     argv: list[str], env: dict[str, str], what: str, stdout: IO[bytes] | None = None
 ) -> Sample:
     """One child process run to its end, measured; its stdout to ``stdout``."""
-    start = time.perf_counter()
-    child = subprocess.Popen(
-        argv,
-        stdout=subprocess.DEVNULL if stdout is None else stdout,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
+    # Its stderr goes to a file, read once it has exited: a pipe nobody reads
+    # while it runs would stop a side that writes more than the pipe holds.
+    with tempfile.TemporaryFile() as written:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL if stdout is None else stdout,
+            stderr=written,
+            env=env,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        written.seek(0)
+        stderr = written.read().decode(errors="replace")
     child.returncode = os.waitstatus_to_exitcode(status)
-    stderr = child.stderr.read().decode() if child.stderr else ""
     if child.returncode != 0:
         raise RuntimeError(f"{what} exited {child.returncode}: {stderr}")
     return Sample(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
