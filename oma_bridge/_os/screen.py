@@ -119,8 +119,10 @@ class Screen:
                 del self._line[self._col :]
             elif mode == "1" and self._col + 1 >= len(self._line):
                 self._line.clear()  # all of it: blank, not a line of spaces
-            elif mode == "1":
-                self._line[: self._col + 1] = " " * (self._col + 1)
+            elif mode == "1":  # a blank up to a terminal's width, the rest kept
+                blank = min(self._col + 1, MAX_COLUMNS)
+                self._line[: self._col + 1] = " " * blank
+                self._col -= self._col + 1 - blank
             elif mode == "2":
                 self._line.clear()
             return

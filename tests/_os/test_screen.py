@@ -131,6 +131,10 @@ def test_a_cursor_that_text_took_past_the_width_pads_no_further() -> None:
     # what is written next comes after a terminal's width of spaces, not more.
     out = clean("\x1b[4096Cab\x1b[1Kcd\n")
     assert out == " " * MAX_COLUMNS + "cd\n"
+    # An erase to a cursor past it leaves a terminal's width of blanks, the
+    # cursor on the last, then the text after it.
+    out = clean("\x1b[4096Cabcd\x1b[99999Gxy\x1b[1Kz\n")
+    assert out == " " * (MAX_COLUMNS - 1) + "zcd\n"
     # And a move forward from there does not move the cursor back.
     assert (
         clean("y" * (MAX_COLUMNS + 10) + "\x1b[1Cz\n")

@@ -100,6 +100,9 @@ def cut(text: str, points: list[int]) -> list[str]:
 # Text written past the widest line, erased, then more text: the cursor stayed
 # where the text had left it, and the next text came after as many spaces.
 @example("\x1b[4096Cab\x1b[1Kab", [])
+# An erase to a cursor past the widest line, with text after it: as many
+# spaces as the cursor had gone.
+@example("\x1b[4096Cabab\x1b[99999Gab\x1b[1K", [])
 def test_the_screen_draws_no_line_wider_than_a_terminal_beyond_its_text(
     text: str, points: list[int]
 ) -> None:
