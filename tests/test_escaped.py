@@ -23,6 +23,7 @@ from oma_bridge import (
     ProcessBackend,
     ProcessBackendConfig,
 )
+from oma_bridge._os.child import Child
 from oma_bridge._os.reactor import Reactor, wait_readable_blocking
 from oma_bridge.acp.client._files import FileSandbox
 from oma_bridge.acp.client._terminals import Terminals
@@ -285,9 +286,20 @@ async def test_a_cancelled_run_kills_what_left_its_group_and_logs_it(
         kill_if_alive(pid)
 
 
-def test_find_escaped_takes_only_what_left_the_group() -> None:
-    from oma_bridge._os.child import Child
+def started(code: str) -> tuple[Child, list[int]]:
+    """A ``Child`` running ``code``, and the pids its first line prints."""
+    child = Child([sys.executable, "-c", code], env=os.environ, cwd=None,
+                  pipe_stdin=False)  # fmt: skip
+    line = b""
+    deadline = time.monotonic() + BOUND
+    while not line.endswith(b"\n"):
+        assert time.monotonic() < deadline
+        wait_readable_blocking([child.stdout], BOUND)
+        line += os.read(child.stdout, 100)
+    return child, [int(pid) for pid in line.split()]
 
+
+def test_find_escaped_takes_only_what_left_the_group() -> None:
     code = (
         "import os, subprocess, time\n"
         "a = subprocess.Popen(['sleep', '60'])\n"  # in the group
@@ -296,17 +308,8 @@ def test_find_escaped_takes_only_what_left_the_group() -> None:
         "print(a.pid, b.pid, c.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
-    child = Child([sys.executable, "-c", code], env=os.environ, cwd=None,
-                  pipe_stdin=False)  # fmt: skip
-    grouped = setsid = setpgid = 0
+    child, (grouped, setsid, setpgid) = started(code)
     try:
-        line = b""
-        deadline = time.monotonic() + BOUND
-        while not line.endswith(b"\n"):
-            assert time.monotonic() < deadline
-            wait_readable_blocking([child.stdout], BOUND)
-            line += os.read(child.stdout, 100)
-        grouped, setsid, setpgid = map(int, line.split())
         child.ask_to_stop()
         assert child.escaped is not None
         assert sorted(p.pid for p in child.escaped) == sorted([setsid, setpgid])
@@ -317,16 +320,13 @@ def test_find_escaped_takes_only_what_left_the_group() -> None:
     finally:
         child.close()
         for pid in (grouped, setsid, setpgid):
-            if pid:
-                kill_if_alive(pid)
+            kill_if_alive(pid)
 
 
 def test_a_second_look_keeps_what_the_first_found_and_lets_go_of_what_ended() -> None:
     """Looks before each session close and at the stop add up: one pidfd per
     escaped process, held while it runs and closed once it has ended, and each
     found still named in the error."""
-    from oma_bridge._os.child import Child
-
     code = (
         "import signal, subprocess, time\n"
         "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"  # no zombies
@@ -335,17 +335,8 @@ def test_a_second_look_keeps_what_the_first_found_and_lets_go_of_what_ended() ->
         "print(a.pid, b.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
-    child = Child([sys.executable, "-c", code], env=os.environ, cwd=None,
-                  pipe_stdin=False)  # fmt: skip
-    lasting = short = 0
+    child, (lasting, short) = started(code)
     try:
-        line = b""
-        deadline = time.monotonic() + BOUND
-        while not line.endswith(b"\n"):
-            assert time.monotonic() < deadline
-            wait_readable_blocking([child.stdout], BOUND)
-            line += os.read(child.stdout, 100)
-        lasting, short = map(int, line.split())
         child.look_for_escaped()
         first = {p.pid: p.pidfd for p in child.escaped or ()}
         assert sorted(first) == sorted([lasting, short])
@@ -361,8 +352,7 @@ def test_a_second_look_keeps_what_the_first_found_and_lets_go_of_what_ended() ->
     finally:
         child.close()
         for pid in (lasting, short):
-            if pid:
-                kill_if_alive(pid)
+            kill_if_alive(pid)
 
 
 async def test_what_an_acp_agent_detached_dies_with_it_though_it_exits_first(
