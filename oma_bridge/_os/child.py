@@ -564,7 +564,7 @@ def find_escaped(leader: int, known: Container[int] = ()) -> list[Escaped]:
                 continue
             todo.append(pid)
             if int(fields[2]) == leader or pid in known:
-                os.close(pidfd)  # in the group: the group kill reaches it
+                os.close(pidfd)  # in the group (its kill reaches it), or held
             else:
                 escaped.append(Escaped(pid, pidfd, _command(pid)))
     return escaped

@@ -122,7 +122,7 @@ class Screen:
             elif mode == "1":  # a blank up to a terminal's width, the rest kept
                 blank = min(self._col + 1, MAX_COLUMNS)
                 self._line[: self._col + 1] = " " * blank
-                self._col -= self._col + 1 - blank
+                self._col = blank - 1
             elif mode == "2":
                 self._line.clear()
             return
