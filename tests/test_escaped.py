@@ -396,9 +396,6 @@ async def test_what_an_acp_agent_detached_dies_though_it_exits_at_session_close(
         kill_if_alive(pid)
 
 
-CLOSE = "session/close"
-
-
 async def test_what_a_tool_detached_dies_though_its_session_closed_mid_life(
     tmp_path: Path,
 ) -> None:
@@ -418,7 +415,9 @@ async def test_what_a_tool_detached_dies_though_its_session_closed_mid_life(
         entries = map_log(log)
         pid = next(e["pid"] for e in entries if e.get("_sent") == "escaped")
         try:
-            closes = [e["params"] for e in entries if e.get("method") == CLOSE]
+            closes = [
+                e["params"] for e in entries if e.get("method") == "session/close"
+            ]
             assert closes == [{"sessionId": "sess-1"}]  # its tool process ended there
             assert not is_dead(pid)  # the command did not: it waits for the stop
         except BaseException:

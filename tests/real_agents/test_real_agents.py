@@ -636,10 +636,8 @@ async def cancel_run(world: World) -> int:
                 raise AssertionError("the run ended before the command was cancelled")
     assert ran, "the command never ran"
     pid = ran[0]
-    for _ in range(60):  # 3 s for the signals to land
-        if not _alive(pid):
-            return pid
-        await anyio.sleep(0.05)
+    if await _gone(pid):
+        return pid
     os.kill(pid, signal.SIGKILL)  # so the leak check reports this test only once
     raise AssertionError(f"the command the agent ran (pid {pid}) outlived the run")
 
@@ -661,6 +659,15 @@ async def test_cancel_during_a_tool_call_kills_the_whole_tree(
     else:
         pid = await cancel_run(world)  # one of its own, on trio
     assert not _alive(pid)
+
+
+async def _gone(pid: int) -> bool:
+    """Whether ``pid`` is gone within 3 s (for the signals to land)."""
+    for _ in range(60):
+        if not _alive(pid):
+            return True
+        await anyio.sleep(0.05)
+    return not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -773,11 +780,7 @@ async def test_a_background_command_dies_once_its_session_is_replaced(
                 pid = int(pidfile.read_text())
                 second = await agent.run("OMA-TEXT Say hello.")
                 assert second.success, second.error
-        for _ in range(60):  # 3 s for the signals to land
-            if not _alive(pid):
-                break
-            await anyio.sleep(0.05)
-        assert not _alive(pid), f"the background command (pid {pid}) outlived it"
+        assert await _gone(pid), f"the background command (pid {pid}) outlived it"
     finally:
         if pid and _alive(pid):
             os.kill(pid, signal.SIGKILL)
