@@ -39,6 +39,8 @@ Each prompt's text is a list of ';'-separated commands:
   answerusage:IN[:OUT] (the prompt's answer carries this usage, even cancelled)
   stop:REASON  perm:KIND  read:PATH[:LINE:LIMIT]  write:PATH:TEXT
   term:PROGRAM[:LIMIT]  termkill:PROGRAM  slow  hang  crash  garbage  echo
+  termtimeout:PROGRAM:SECONDS (wait_for_exit; if no answer within SECONDS,
+    terminal/kill while the wait is pending, as claude-agent-acp's Bash does)
   cancelperm:KIND (like slow, but asks permission after session/cancel)
   closeout (close stdout, log "closed stdout", stay alive until stdin closes)
   kinds (one update of every kind, with fields no event carries: see kinds())
@@ -116,6 +118,31 @@ def next_msg(timeout: float | None = None) -> dict | None:
     if _backlog:
         return _backlog.pop(0)
     return read_msg(timeout)
+
+
+def send_request(method: str, params: dict) -> int:
+    """Send a request to the client without waiting; its id."""
+    global _next_id
+    _next_id += 1
+    log({"_sent": method, "id": _next_id})
+    send({"jsonrpc": "2.0", "id": _next_id, "method": method, "params": params})
+    return _next_id
+
+
+def response_to(my_id: int, timeout: float | None = None) -> dict | None:
+    """The client's response to request ``my_id`` (None: not within timeout)."""
+    for i, msg in enumerate(_backlog):
+        if msg.get("id") == my_id and "method" not in msg:
+            return _backlog.pop(i)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0)
+        msg = read_msg(left)
+        if msg is None:
+            return None
+        if msg.get("id") == my_id and "method" not in msg:
+            return msg
+        _backlog.append(msg)
 
 
 def call(method: str, params: dict) -> dict:
@@ -378,6 +405,39 @@ def prompt_turn(sid: str, text: str) -> str:
             call("terminal/release", ref)
             chunk(
                 sid, json.dumps({"exit": waited["result"], "output": output["result"]})
+            )
+        elif name == "termtimeout":
+            # As claude-agent-acp's Bash tool (and ACP's "Building a Timeout"):
+            # wait_for_exit, and if it has not returned SECONDS later, kill
+            # while that wait is still pending; then output and release.
+            program, _, seconds = arg.partition(":")
+            params = {
+                "sessionId": sid,
+                "command": sys.executable,
+                "args": ["-c", program],
+            }
+            tid = call("terminal/create", params)["result"]["terminalId"]
+            ref = {"sessionId": sid, "terminalId": tid}
+            wait_id = send_request("terminal/wait_for_exit", ref)
+            waited = response_to(wait_id, timeout=float(seconds))
+            timed_out = waited is None
+            if timed_out:
+                killed = call("terminal/kill", ref)
+                waited = response_to(wait_id)
+            else:
+                killed = None
+            output = call("terminal/output", ref)
+            call("terminal/release", ref)
+            chunk(
+                sid,
+                json.dumps(
+                    {
+                        "timed_out": timed_out,
+                        "kill": killed,
+                        "exit": waited,
+                        "output": output["result"],
+                    }
+                ),
             )
         elif name == "cancelperm":
             # Stream until session/cancel, then ask permission anyway: a request

@@ -101,6 +101,8 @@ class RealAgent(AgentProcess):
     advertises to it is derived from that table.
     """
 
+    inline_requests = False  # read by conn.serve(): requests answered concurrently
+
     def __init__(
         self,
         config: AcpBackendConfig,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from collections import deque
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from ._elicitation import CANCEL
 from ._files import FileSandbox
 from ._permissions import CANCELLED_OUTCOME
 from ._replay import Replay
-from ._router import FILE_METHODS, client_capabilities, client_router
+from ._router import FILE_METHODS, client_capabilities, client_router, exit_status
 from ._session_admin import close_session, offers
 from ._session_setup import configure_session
 from ._terminals import Terminals
@@ -72,6 +73,12 @@ class AgentProcess:
 
     Not final: ``serve --acp`` reads its ``RealAgent`` in the background.
     """
+
+    #: The agent's requests are handled inline by the task that reads (``pump``),
+    #: so a ``terminal/wait_for_exit`` is answered by ``pump`` once the command
+    #: ended, not in its handler. False where the connection serves requests
+    #: concurrently (``RealAgent``): there the handler waits.
+    inline_requests = True
 
     def __init__(
         self,
@@ -410,6 +417,39 @@ class AgentProcess:
         if isinstance(tool_call, dict):
             run.turn.tool_not_run(tool_call, why)
 
+    async def pump(self) -> None:
+        """Read and handle one message, as ``Connection.pump``; while a
+        ``terminal/wait_for_exit`` is deferred, the read also ends when a
+        waited command may have ended, and the waits that are due are
+        answered first and then.
+
+        Raises:
+            ProtocolError: the stream ended or broke.
+        """
+        conn, terminals = self.conn, self.terminals
+        assert conn is not None
+        if terminals is None or not terminals.waiting:
+            await conn.pump()
+            return
+        await self.answer_waits()
+        left = terminals.next_due()
+        deadline = math.inf if left == math.inf else anyio.current_time() + left
+        reading = anyio.CancelScope(deadline=deadline)
+        terminals.wake = reading.cancel
+        try:
+            await conn.pump(reading=reading)
+        finally:
+            terminals.wake = None
+        await self.answer_waits()
+
+    async def answer_waits(self) -> None:
+        """Answer the deferred ``terminal/wait_for_exit`` requests now due."""
+        conn, terminals = self.conn, self.terminals
+        if conn is None or terminals is None:
+            return
+        for request_id, status in terminals.due_waits():
+            await conn.respond(request_id, exit_status(status))
+
     async def pass_updates(self) -> None:
         """Await ``config.on_update`` for the updates read so far, in order."""
         hook = self.config.on_update
@@ -529,6 +569,14 @@ class AgentProcess:
         """Feed the turn of ``run`` with the session's updates from now on."""
         self._run = run
 
+    async def end_terminals(self) -> None:
+        """Release the turn's terminals and answer the waits still open on
+        them with how they ended (best effort: the turn has its answer)."""
+        if self.terminals is not None and self.conn is not None:
+            self.terminals.release_all()
+            with contextlib.suppress(OmaBridgeError, anyio.ClosedResourceError):
+                await self.answer_waits()
+
     def detach(self, run: weakref.ref[AcpRun] | None) -> None:
         """The turn of ``run`` ended: updates feed no run, cancelling is over
         and the terminals it started are released."""
@@ -556,6 +604,8 @@ class AgentProcess:
         try:
             with anyio.move_on_after(self.config.cancel_grace):
                 await conn.answer_abandoned(_abandoned_answer)
+                if self.terminals is not None:
+                    self.terminals.forget_waits()  # answered -32800 just now
                 if not conn.has_response(prompt_id):
                     await conn.notify(m.SESSION_CANCEL, {"sessionId": self.session_id})
                     # And each request of ours still open (ACP, cancellation:
@@ -563,7 +613,7 @@ class AgentProcess:
                     for request_id in conn.outstanding():
                         await conn.cancel_request(request_id)
                 while not conn.has_response(prompt_id):
-                    await conn.pump()
+                    await self.pump()
                 answer = await conn.wait_response(prompt_id)
                 run = self._run() if self._run is not None else None
                 if run is not None:

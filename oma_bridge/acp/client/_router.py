@@ -19,7 +19,7 @@ import anyio
 
 from ..._os.redact import redact
 from ...bridge import RemoteError
-from ..rpc import Params, RequestError, Router, invalid_params, methods as m
+from ..rpc import Deferred, Params, RequestError, Router, invalid_params, methods as m
 from ._elicitation import CANCEL, answer_of, elicit, elicitation_request
 from ._files import FileAccessError, FileServiceError, MissingFile, SandboxError
 from ._permissions import (
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     Handler = Callable[[Params], Awaitable[JSONValue]]
 
-__all__ = ("FILE_METHODS", "client_capabilities", "client_router")
+__all__ = ("FILE_METHODS", "client_capabilities", "client_router", "exit_status")
 
 logger = logging.getLogger(__name__)
 
@@ -266,12 +266,20 @@ class _ClientRoutes:
         out = self._terminals().output(params.text("terminalId"))
         reply: dict[str, JSONValue] = {"output": out.output, "truncated": out.truncated}
         if out.exit_status is not None:
-            reply["exitStatus"] = _exit_status(out.exit_status)
+            reply["exitStatus"] = exit_status(out.exit_status)
         return reply
 
     async def _wait_for_exit(self, params: Params) -> JSONValue:
-        status = await self._terminals().wait_for_exit(params.text("terminalId"))
-        return _exit_status(status)
+        terminals, terminal_id = self._terminals(), params.text("terminalId")
+        if self.side.inline_requests:
+            # Answered by the reader once the command ended (see _terminals):
+            # waiting here would leave the agent's terminal/kill unread.
+            status = terminals.exit_status_now(terminal_id)
+            if status is None:
+                raise Deferred(terminals.defer_wait(terminal_id))
+        else:
+            status = await terminals.wait_for_exit(terminal_id)
+        return exit_status(status)
 
     async def _kill(self, params: Params) -> JSONValue:
         self._terminals().kill(params.text("terminalId"))
@@ -300,5 +308,8 @@ def _env_vars(entries: list[JSONValue]) -> dict[str, str]:
     return env
 
 
-def _exit_status(status: ExitStatus) -> dict[str, JSONValue]:
+def exit_status(status: ExitStatus | None) -> dict[str, JSONValue]:
+    """ACP's ``TerminalExitStatus`` (both null: unknown)."""
+    if status is None:
+        return {"exitCode": None, "signal": None}
     return {"exitCode": status.exit_code, "signal": status.signal}

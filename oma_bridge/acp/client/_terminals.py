@@ -7,6 +7,13 @@ the client waits, so a chatty command never blocks on a full pipe; without a
 pidfd (macOS, or ``pidfd_open`` refused) exit is polled in short steps. Kill
 signals the whole group; release kills, reaps and forgets it.
 
+A client that handles the agent's requests inline, one at a time, cannot wait
+for an exit in the handler: the agent may kill the command while its
+``terminal/wait_for_exit`` is pending (ACP's "Building a Timeout"), and that
+kill would never be read. There the wait is ``defer_wait``ed: the reading goes
+on, ``wake`` is called when a waited command may have ended, and ``due_waits``
+says which waits to answer now, and with what.
+
 This module knows nothing of JSON-RPC: it raises ``TerminalError``s, which the
 client's routing table maps to error codes.
 """
@@ -31,9 +38,10 @@ from ..._os.reactor import read_pipe
 from ...bridge.errors import OmaBridgeError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ..._os.reactor import Reactor
+    from ..rpc import RequestId
     from ._files import FileSandbox
 
 __all__ = (
@@ -79,14 +87,24 @@ class TerminalOutput(NamedTuple):
 
 @final
 class _Terminal:
-    def __init__(self, child: Child, side: Reactor, limit: int, command: str) -> None:
+    def __init__(
+        self,
+        child: Child,
+        side: Reactor,
+        limit: int,
+        command: str,
+        changed: Callable[[], None],
+    ) -> None:
         self.child = child
         self.command = command
         self.side = side
+        self.changed = changed  # the command may have ended: see Terminals.wake
         self.output = StderrTail(limit, utf8_start=True)
         self.exit_status: ExitStatus | None = None
         self.exited_at: float | None = None
         self.note = ""  # what the command left behind, shown after its output
+        # The deferred terminal/wait_for_exit requests waiting for its end.
+        self.waiters: list[RequestId] = []
         for fd in (child.stdout, child.stderr):
             side.add(fd, functools.partial(self._on_output, fd))
         if child.pidfd >= 0:
@@ -105,12 +123,18 @@ class _Terminal:
                 self.child.stdout = -1
             else:
                 self.child.stderr = -1
+            if self.waiters:
+                self.changed()
 
     def _on_exit(self, events: int = 0) -> None:
         if self.child.pidfd >= 0:
             self.side.remove(self.child.pidfd)
         self.exited_at = time.monotonic()
-        code = self.child.reap()  # also kills what is left of its group
+        self._set_status(self.child.reap())  # also kills what is left of its group
+        if self.waiters:
+            self.changed()
+
+    def _set_status(self, code: int) -> None:
         name = exit_signal(code)
         # Both null when the status is unknown (the host auto-reaps children).
         known = code != EXIT_UNKNOWN and name is None
@@ -152,6 +176,8 @@ class _Terminal:
             if fd >= 0:
                 self.side.remove(fd)
         self.child.kill_now()  # SIGKILL to the group, reap, close descriptors
+        if self.exit_status is None and self.child.returncode is not None:
+            self._set_status(self.child.returncode)  # for the waits still open
 
 
 @final
@@ -184,6 +210,11 @@ class Terminals:
         self._max_output = max_output
         self._terminals: dict[str, _Terminal] = {}
         self._ids = itertools.count(1)
+        #: Called (from the side channels) when a command a deferred wait
+        #: waits for may have ended: the reader wakes to answer it.
+        self.wake: Callable[[], None] | None = None
+        # Deferred waits of released terminals, to answer with their status.
+        self._due: list[tuple[RequestId, ExitStatus | None]] = []
 
     def _get(self, terminal_id: str) -> _Terminal:
         terminal = self._terminals.get(terminal_id)
@@ -230,8 +261,14 @@ class Terminals:
         except OmaBridgeError as exc:
             raise TerminalStartError(str(exc)) from None
         terminal_id = f"term-{next(self._ids)}"
-        self._terminals[terminal_id] = _Terminal(child, self._side, limit, command)
+        self._terminals[terminal_id] = _Terminal(
+            child, self._side, limit, command, self._changed
+        )
         return terminal_id
+
+    def _changed(self) -> None:
+        if self.wake is not None:
+            self.wake()
 
     def output(self, terminal_id: str) -> TerminalOutput:
         """What the command printed so far (and how it ended, if it has).
@@ -281,6 +318,77 @@ class Terminals:
         assert terminal.exit_status is not None
         return terminal.exit_status
 
+    def exit_status_now(self, terminal_id: str) -> ExitStatus | None:
+        """How the command ended, once it has and its output is all in; None
+        while it runs (or a process it started still holds its pipes).
+
+        Raises:
+            UnknownTerminal: no such terminal.
+        """
+        terminal = self._get(terminal_id)
+        self._side.service()
+        if terminal.child.pidfd < 0:
+            terminal.poll_exit()
+        return terminal.exit_status if terminal.is_done() else None
+
+    def defer_wait(self, terminal_id: str) -> Callable[[RequestId], None]:
+        """Where to register a ``terminal/wait_for_exit`` answered later (see
+        the module docstring): ``due_waits`` returns it once the command ended.
+
+        Raises:
+            UnknownTerminal: no such terminal.
+        """
+        return self._get(terminal_id).waiters.append
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a deferred wait is open (or due)."""
+        return bool(self._due) or any(t.waiters for t in self._terminals.values())
+
+    def due_waits(self) -> list[tuple[RequestId, ExitStatus | None]]:
+        """The deferred waits to answer now, with the exit status of their
+        command (None: unknown), taken: those of commands that ended and whose
+        output is all in, past ``pipe_grace`` after the exit if something
+        holds their pipes, and those of released terminals."""
+        self._side.service()
+        due, self._due = self._due, []
+        now = time.monotonic()
+        for terminal in self._terminals.values():
+            if not terminal.waiters:
+                continue
+            if terminal.child.pidfd < 0:
+                terminal.poll_exit()
+            if (
+                not terminal.is_done()
+                and terminal.exited_at is not None
+                and now >= terminal.exited_at + self._pipe_grace
+            ):
+                terminal.abandon_pipes(self._pipe_grace)
+            if terminal.is_done():
+                due += [(rid, terminal.exit_status) for rid in terminal.waiters]
+                terminal.waiters.clear()
+        return due
+
+    def next_due(self) -> float:
+        """Seconds until ``due_waits`` must look again though nothing woke the
+        reader (inf: ``wake`` will be called)."""
+        left = math.inf
+        now = time.monotonic()
+        for terminal in self._terminals.values():
+            if not terminal.waiters:
+                continue
+            if terminal.exited_at is not None:
+                left = min(left, terminal.exited_at + self._pipe_grace - now)
+            elif terminal.child.pidfd < 0:
+                left = min(left, _EXIT_POLL_MAX)
+        return 0.0 if self._due else max(left, 0.0)
+
+    def forget_waits(self) -> None:
+        """Drop the deferred waits (they were answered otherwise)."""
+        self._due.clear()
+        for terminal in self._terminals.values():
+            terminal.waiters.clear()
+
     def kill(self, terminal_id: str) -> None:
         """Kill the command's process group; its output stays readable.
 
@@ -297,10 +405,15 @@ class Terminals:
         """
         terminal = self._get(terminal_id)
         del self._terminals[terminal_id]
-        terminal.release()
+        self._release(terminal)
 
     def release_all(self) -> None:
         """Kill, reap and forget every terminal (the turn or session ended)."""
         terminals, self._terminals = self._terminals, {}
         for terminal in terminals.values():
-            terminal.release()
+            self._release(terminal)
+
+    def _release(self, terminal: _Terminal) -> None:
+        terminal.release()
+        self._due += [(rid, terminal.exit_status) for rid in terminal.waiters]
+        terminal.waiters.clear()

@@ -225,13 +225,13 @@ class AcpRun:
             if conn.has_response(self._prompt_id):
                 return await self._complete()
             if self._deadline == _NO_DEADLINE:
-                await conn.pump()  # no cancel scope per frame without a deadline
+                await agent.pump()  # no cancel scope per frame without a deadline
                 continue
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 return await self._time_out()
             with anyio.move_on_after(remaining):
-                await conn.pump()
+                await agent.pump()
 
     # -- start -------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ class AcpRun:
         read = 0
         with anyio.move_on_after(self._config.cancel_grace) as scope:
             while agent.has_unread():
-                await conn.pump()
+                await agent.pump()
                 read += 1
         if scope.cancelled_caught:
             raise conn.fail(
@@ -355,6 +355,7 @@ class AcpRun:
                     return self._terminal(error)
             await self._prompt(agent)
             return await self._next_event()
+        await agent.end_terminals()  # its waits still open answered, not left
         usage = self.turn.final_usage(reply)  # may queue a last usage event
         self._commit_usage()
         end = turn_end(reply)

@@ -5,12 +5,21 @@ connection (reads, writes, request tables, cancellation, the worker pool
 from . import methods
 from ._connection import Connection
 from ._framing import DEFAULT_MAX_LINE_BYTES, NdjsonStream, encode, preview
-from ._jsonrpc import Handler, MessageStream, RequestError, RequestId, arrival, is_id
+from ._jsonrpc import (
+    Deferred,
+    Handler,
+    MessageStream,
+    RequestError,
+    RequestId,
+    arrival,
+    is_id,
+)
 from ._routing import Params, Router, invalid_params
 
 __all__ = (
     "DEFAULT_MAX_LINE_BYTES",
     "Connection",
+    "Deferred",
     "Handler",
     "MessageStream",
     "NdjsonStream",

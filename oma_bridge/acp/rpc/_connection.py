@@ -234,8 +234,13 @@ class Connection:
             self._progress.set()
             self._progress = None
 
-    async def pump(self) -> None:
+    async def pump(self, *, reading: anyio.CancelScope | None = None) -> None:
         """Read one message and handle it (a request's handler is awaited inline).
+
+        ``reading``, when given, is entered around the read only: cancelled
+        (or past its deadline) while nothing has been read, the pump returns
+        without a message; once one is read, it is handled whatever happens
+        to the scope. (A handler's wait is never cut short by it.)
 
         Raises:
             ProtocolError: the stream ended or broke; ``self.error`` holds it.
@@ -243,7 +248,12 @@ class Connection:
         if self.error is not None:
             raise self.error.with_traceback(None)
         try:
-            message = await self._receive()
+            if reading is None:
+                message = await self._receive()
+            else:
+                message = _BAD_FRAME  # if the scope ends the read
+                with reading:
+                    message = await self._receive()
         except anyio.EndOfStream:
             raise self.fail(ProtocolError("The peer closed the connection.")) from None
         if not isinstance(message, _BadFrame) and not self._handled_now(message):

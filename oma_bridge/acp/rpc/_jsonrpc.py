@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "HANDLING",
+    "Deferred",
     "Handler",
     "IncomingRequests",
     "MessageStream",
@@ -117,6 +118,19 @@ class RequestError(Exception):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+class Deferred(Exception):
+    """Raised by a handler whose request is answered later, not by its return.
+
+    ``register`` is called with the request's id, for ``Connection.respond``
+    (or ``respond_error``) to answer it with. Until then it counts as
+    unanswered: ``answer_abandoned`` answers it (a cancelled turn).
+    """
+
+    def __init__(self, register: Callable[[RequestId], None]) -> None:
+        super().__init__("answered later")
+        self.register = register
 
 
 def remote_error(method: str, error: JSONValue) -> RemoteError:
@@ -376,6 +390,8 @@ class Responder:
             result = await self._handler.handle_request(method, params)
         except RequestError as exc:
             await self.respond_error(request_id, exc)
+        except Deferred as later:
+            later.register(request_id)
         except Exception as exc:
             self._log.failure(f"handler for {method!r}", exc)
             text = (

@@ -16,7 +16,7 @@ import pytest
 from oma_bridge import RemoteError
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.acp.client._agent_process import AgentProcess
-from oma_bridge.acp.rpc import methods as m
+from oma_bridge.acp.rpc import Deferred, methods as m
 from oma_bridge.acp.rpc._connection import RequestError
 
 from ..support import WAIT
@@ -189,6 +189,18 @@ async def test_a_terminal_round_trip_speaks_the_wire_shapes(make_agent) -> None:
         },
     )
     tid = {"terminalId": created["terminalId"]}
+    # A command still running: its wait is answered later, by the reader
+    # (AgentProcess.pump), which reads the agent's other requests meanwhile.
+    with pytest.raises(Deferred) as deferred:
+        await call(agent, m.TERMINAL_WAIT_FOR_EXIT, tid)
+    deferred.value.register(41)
+    terminals = agent.terminals
+    assert terminals is not None
+    with anyio.fail_after(WAIT):
+        while not (due := terminals.due_waits()):
+            await agent.side.wait(terminals.next_due())
+    assert due == [(41, (2, None))]
+    # Once it has ended, a wait is answered at once.
     assert await call(agent, m.TERMINAL_WAIT_FOR_EXIT, tid) == {
         "exitCode": 2,
         "signal": None,

@@ -233,3 +233,31 @@ async def test_terminals_are_released_when_the_turn_is_cancelled(tmp_path) -> No
             result = await agent.run("term:import time\ntime.sleep(60)")
     assert result.aborted
     # conftest's leak check proves the sleeping terminal was killed and reaped.
+
+
+async def test_a_kill_while_wait_for_exit_is_pending_is_served(tmp_path) -> None:
+    # ACP's "Building a Timeout" (claude-agent-acp's Bash tool does it): the
+    # agent waits for the exit and, when its timer fires first, kills the
+    # command while terminal/wait_for_exit is still pending. The kill must be
+    # read and served; the pending wait then answers with how it ended.
+    config = fake_agent(tmp_path / "log", cwd=str(tmp_path), terminal=True)
+    sleeper = "print('up',flush=True)\nimport time\ntime.sleep(60)"
+    async with agent_for(config) as agent:
+        with anyio.fail_after(10):  # the command would run for a minute
+            result = await agent.run(f"termtimeout:{sleeper}:0.5")
+    assert result.success, result.error
+    out = json.loads(result.output)
+    assert out["timed_out"] is True
+    assert out["kill"] == {"jsonrpc": "2.0", "id": out["kill"]["id"], "result": {}}
+    assert out["exit"]["result"]["exitCode"] is None
+    assert out["exit"]["result"]["signal"] in ("SIGTERM", "SIGKILL")
+    assert out["output"]["output"] == "up\n"
+    async with agent_for(config) as agent:
+        # A wait that the command's own exit ends is answered with its status.
+        with anyio.fail_after(WAIT):
+            quick = "import time\ntime.sleep(0.3)\nprint('quick')"
+            result = await agent.run(f"termtimeout:{quick}:10")
+    out = json.loads(result.output)
+    assert out["timed_out"] is False
+    assert out["exit"]["result"] == {"exitCode": 0, "signal": None}
+    assert out["output"]["output"] == "quick\n"

@@ -138,3 +138,41 @@ async def test_unknown_and_released_terminals(tmp_path) -> None:
             await terms.wait_for_exit(tid)
         with pytest.raises(UnknownTerminal):
             terms.output("term-99")
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+async def test_a_deferred_wait_is_due_at_the_exit_or_the_release(
+    tmp_path, monkeypatch, pidfd
+) -> None:
+    # The client role answers terminal/wait_for_exit from its reader, not in
+    # the handler (the agent's terminal/kill must be read meanwhile).
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd_open here")
+    with terminals(tmp_path) as terms:
+        woken: list[int] = []
+        terms.wake = lambda: woken.append(1)
+        quick = python(terms, "import time\ntime.sleep(0.2)\nprint('hi')")
+        assert terms.exit_status_now(quick) is None
+        terms.defer_wait(quick)(7)
+        slow = python(terms, "import time\ntime.sleep(60)")
+        terms.defer_wait(slow)(8)
+        assert terms.waiting
+        with anyio.fail_after(WAIT):
+            while not (due := terms.due_waits()):
+                await terms._side.wait(terms.next_due())
+        assert due == [(7, ExitStatus(0, None))]
+        assert not pidfd or woken
+        terms.kill(slow)
+        with anyio.fail_after(WAIT):
+            while not (due := terms.due_waits()):
+                await terms._side.wait(terms.next_due())
+        assert due == [(8, ExitStatus(None, "SIGKILL"))]
+        # One still open when its terminal is released is due at once.
+        other = python(terms, "import time\ntime.sleep(60)")
+        terms.defer_wait(other)(9)
+        terms.release(other)
+        assert terms.next_due() == 0
+        assert terms.due_waits() == [(9, ExitStatus(None, "SIGKILL"))]
+        assert not terms.waiting
