@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import selectors
     from collections.abc import Callable, Iterable
 
+    from anyio import Event
+
 __all__ = (
     "HANGUP",
     "PIPE_BUF",
@@ -158,7 +160,15 @@ class Reactor:
     its last data); ``selectors``' default elsewhere (readiness only).
     """
 
-    __slots__ = ("_callbacks", "_fd", "_poller", "_waiting", "closed")
+    __slots__ = (
+        "_callbacks",
+        "_fd",
+        "_poller",
+        "_reading",
+        "_turn",
+        "_waiting",
+        "closed",
+    )
 
     def __init__(self) -> None:
         self._poller: select.epoll | _Selector = (
@@ -167,6 +177,11 @@ class Reactor:
         self._fd = self._poller.fileno()
         self._callbacks: dict[int, Callable[[int], None]] = {}
         self._waiting = 0  # tasks in wait(): close() wakes them
+        # One task at a time may wait for a descriptor (anyio: BusyResourceError
+        # for a second one): the first in wait() does; the others wait for
+        # _turn, set when it stops waiting, and then service in turn.
+        self._reading = False
+        self._turn: Event | None = None
         self.closed = False
 
     def fileno(self) -> int:
@@ -214,12 +229,14 @@ class Reactor:
                 callback(events)
         return bool(ready)
 
-    async def wait(self, timeout: float = _FOREVER) -> bool:
+    async def wait(self, timeout: float = _FOREVER) -> bool:  # noqa: ASYNC109
         """``service``, waiting up to ``timeout`` seconds for something to be
         ready if nothing is; cancellable at any point without loss.
 
         A reactor closed meanwhile (or before) ends the wait at once: True if a
-        callback ran.
+        callback ran. Several tasks may wait at once (terminals waited for
+        concurrently under ``serve``): one waits for the descriptor, the
+        others until it has stopped waiting.
 
         Raises:
             anyio.ClosedResourceError: the reactor is closed.
@@ -231,20 +248,39 @@ class Reactor:
         if self.closed:
             raise anyio.ClosedResourceError
         self._waiting += 1
+        leading = not self._reading
+        self._reading = True
         try:
             # No deadline is the common case: no cancel scope to pay for then.
             if timeout == _FOREVER:
-                await anyio.wait_readable(self._fd)
+                await self._wait_once(leading)
             else:
                 with anyio.move_on_after(timeout):
-                    await anyio.wait_readable(self._fd)
+                    await self._wait_once(leading)
         except OSError as exc:  # the descriptor closed before the wait began
             raise _closed(exc) from exc
         finally:
             self._waiting -= 1
+            if leading:
+                self._reading = False
+                if self._turn is not None:
+                    self._turn.set()  # the others look again, one waits next
+                    self._turn = None
         if self.closed:
             raise anyio.ClosedResourceError
         return self.service()
+
+    async def _wait_once(self, leading: bool) -> None:
+        """Wait for the descriptor (the leading waiter), or for the leading
+        waiter to stop waiting."""
+        import anyio
+
+        if leading:
+            await anyio.wait_readable(self._fd)
+            return
+        if self._turn is None:
+            self._turn = anyio.Event()
+        await self._turn.wait()
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Service until ``predicate()`` holds; cancellable.

@@ -176,3 +176,37 @@ async def test_a_deferred_wait_is_due_at_the_exit_or_the_release(
         assert terms.next_due() == 0
         assert terms.due_waits() == [(9, ExitStatus(None, "SIGKILL"))]
         assert not terms.waiting
+
+
+async def test_terminals_waited_for_at_once_each_get_their_exit(tmp_path) -> None:
+    # serve --acp answers the agent's requests concurrently: two commands
+    # waited for at once (claude-agent-acp waits on a background command's
+    # exit while it runs the next), beside a task keeping the side channels
+    # drained (a permission request forwarded to the editor). The second
+    # wait on the reactor raised BusyResourceError (answered -32603).
+    with terminals(tmp_path) as terms:
+        first = python(terms, "import time\ntime.sleep(0.3)\nprint('one')")
+        second = python(terms, "import time\ntime.sleep(0.5)\nraise SystemExit(2)")
+        got: dict[str, ExitStatus] = {}
+        both = anyio.Event()
+
+        async def wait(terminal_id: str) -> None:
+            got[terminal_id] = await terms.wait_for_exit(terminal_id)
+            if len(got) == 2:
+                both.set()
+
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait, first)
+                tg.start_soon(wait, second)
+                drained = anyio.CancelScope()
+
+                async def keep_drained() -> None:
+                    with drained:
+                        await terms._side.wait_until(lambda: False)
+
+                tg.start_soon(keep_drained)
+                await both.wait()
+                drained.cancel()
+        assert got == {first: ExitStatus(0, None), second: ExitStatus(2, None)}
+        assert terms.output(first).output == "one\n"
