@@ -218,7 +218,11 @@ class FileSandbox:
                 "serves text only"
             ) from None
         if line is not None or limit is not None:
-            lines = text.splitlines(keepends=True)
+            # Lines end at "\n" only, as an editor, `cat -n` or `grep -n`
+            # number them: splitlines() also breaks at a form feed, a vertical
+            # tab, U+0085, U+2028 or a lone "\r", which a line may hold.
+            lines = text.split("\n")
+            lines = [f"{piece}\n" for piece in lines[:-1]] + [lines[-1]]
             start = max((line or 1) - 1, 0)
             end = None if limit is None else start + limit
             text = "".join(lines[start:end])

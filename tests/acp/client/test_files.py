@@ -113,6 +113,21 @@ def test_line_and_limit_select_lines(tmp_path) -> None:
     assert sandbox.read_text("a").startswith("one\r\n")
 
 
+def test_line_numbers_count_newlines_only(tmp_path) -> None:
+    # Lines are what an editor, `cat -n` or `grep -n` number: a form feed (a
+    # page break in Python or C sources), a vertical tab, U+2028, U+0085 or a
+    # lone CR inside a line is text, not a line break (str.splitlines() broke
+    # there, so `line`/`limit` served the wrong lines).
+    text = "one\fpage\ntwo\u2028sep\x85nel\vvt\nthree\rcr\nfour\n"
+    (tmp_path / "a").write_text(text, newline="")
+    sandbox = FileSandbox([str(tmp_path)], max_bytes=100)
+    assert sandbox.read_text("a", line=2, limit=1) == "two\u2028sep\x85nel\vvt\n"
+    assert sandbox.read_text("a", line=3, limit=1) == "three\rcr\n"
+    assert sandbox.read_text("a", line=4) == "four\n"
+    assert sandbox.read_text("a", line=5) == ""
+    assert sandbox.read_text("a", limit=1) == "one\fpage\n"
+
+
 def test_missing_files_and_directories(tmp_path) -> None:
     (tmp_path / "sub").mkdir()
     sandbox = FileSandbox([str(tmp_path)], max_bytes=100)
