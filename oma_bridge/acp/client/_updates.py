@@ -192,11 +192,13 @@ class TurnUpdates:
         self._emit_usage(self.usage())
 
     def _on_tool_call(self, update: dict[str, JSONValue]) -> None:
+        # ACP (tool calls, creating): kind defaults to `other`, status to
+        # `pending`; a tool_call_update only changes what it names.
         self._run.start_tool(
             str(update.get("toolCallId", "")),
             str(update.get("title") or ""),
-            kind=_opt_str(update.get("kind")),
-            status=_opt_str(update.get("status")),
+            kind=_opt_str(update.get("kind")) or "other",
+            status=_opt_str(update.get("status")) or "pending",
             raw_input=update.get("rawInput"),
             raw_output=update.get("rawOutput"),
         )

@@ -259,6 +259,20 @@ def test_the_stop_reason_decides_how_the_turn_ended(
         assert isinstance(end.error, error)
 
 
+def test_a_tool_call_without_kind_or_status_gets_acps_defaults() -> None:
+    # ACP: a tool_call's kind defaults to `other` and its status to `pending`;
+    # an update naming neither leaves them so.
+    turn = fed(
+        {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "ls"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "title": "ls -l"},
+    )
+    assert list(turn.events) == [
+        ToolCallEvent("c1", "ls", "other", "pending", None),
+        ToolCallUpdateEvent("c1", "ls -l", "pending"),
+    ]
+    assert turn.tool_calls == (ToolCallRecord("c1", "ls -l", "other", "pending"),)
+
+
 def test_update_fields_of_the_wrong_type_leave_the_record_as_it_was() -> None:
     # Title, kind and status are strings in the schema (and in ToolCallRecord).
     turn = fed(
