@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import traceback
 from typing import TYPE_CHECKING
 
 import anyio
@@ -122,6 +123,39 @@ async def test_garbage_an_acp_agent_writes_quoting_secrets(tmp_path: Path) -> No
     error = result.error
     assert isinstance(error, ProtocolError)
     assert_clean(str(error), error.line_preview or "")
+
+
+#: A key of no known shape: only the name of the variable it is given in
+#: (``MY_API_KEY``) says it is secret, as the stderr tail already knows.
+PLAIN_KEY = "q8W2e9R4t7Y1u3I6"
+
+
+@pytest.mark.parametrize("said", ["error", "garbage"])
+async def test_an_acp_agent_quoting_a_secret_variable_of_its_env(
+    tmp_path: Path, said: str
+) -> None:
+    # Its JSON-RPC error and a line of garbage are redacted with the values of
+    # its secret variables, as its stderr is: they showed the key as it came.
+    turn = tmp_path / "turn"
+    if said == "error":
+        data = {"detail": f"key {PLAIN_KEY}", "lines": [PLAIN_KEY]}
+        error = {"code": -32603, "message": f"bad key {PLAIN_KEY}", "data": data}
+        frame = {"jsonrpc": "2.0", "id": 0, "error": error}
+        turn.write_text(json.dumps(frame).replace('"id": 0', '"id": $ID') + "\n")
+    else:
+        turn.write_text(f"unauthorized: {PLAIN_KEY}\n")
+    async with agent_for(raw_agent(MY_API_KEY=PLAIN_KEY)) as agent:
+        with anyio.fail_after(WAIT):
+            result = await agent.run(str(turn))
+    got = result.error
+    assert isinstance(got, RemoteError if said == "error" else ProtocolError)
+    shown = [str(got), repr(got), "".join(traceback.format_exception(got))]
+    if isinstance(got, RemoteError):
+        shown += [got.rpc_message, json.dumps(got.data)]
+    else:
+        shown.append(got.line_preview or "")
+    assert "[REDACTED]" in str(got)
+    assert not [text for text in shown if PLAIN_KEY in text], shown
 
 
 @pytest.mark.parametrize(("line", "secret"), SHAPES, ids=[s[:12] for _, s in SHAPES])

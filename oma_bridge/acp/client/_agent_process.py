@@ -194,10 +194,13 @@ class AgentProcess:
             child.stdin, read_ahead=self.reader, stall=STALL_TIMEOUT
         )
         stream = self.stream = NdjsonStream(
-            self.reader, self.writer, max_line_bytes=config.max_line_bytes
+            self.reader,
+            self.writer,
+            max_line_bytes=config.max_line_bytes,
+            secrets=self.secrets,
         )
         conn = self.conn = Connection(
-            stream, handler=self.router, observe=config.on_frame
+            stream, handler=self.router, observe=config.on_frame, secrets=self.secrets
         )
         init = await conn.request(m.INITIALIZE, self._initialize_params())
         if not isinstance(init, dict):
@@ -206,7 +209,7 @@ class AgentProcess:
         if version != m.PROTOCOL_VERSION:
             raise ProtocolError(
                 "The agent speaks ACP protocol version "
-                f"{preview(repr(version).encode())}; oma-bridge "
+                f"{preview(repr(version).encode(), self.secrets)}; oma-bridge "
                 f"speaks version {m.PROTOCOL_VERSION}. Use an agent release that "
                 "supports version 1."
             )

@@ -44,7 +44,14 @@ from ._jsonrpc import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+    from collections.abc import (
+        Awaitable,
+        Callable,
+        Iterable,
+        Iterator,
+        Mapping,
+        Sequence,
+    )
 
     from anyio.abc import TaskGroup
 
@@ -81,6 +88,8 @@ class Connection:
         debug: Include the exception text in ``-32603`` replies.
         observe: Called with ``"in"`` and each message read, and ``"out"`` and
             each message written (a transcript); it must not block.
+        secrets: Values redacted from the errors and the log made of what the
+            peer sends (those of its secret variables), besides known shapes.
     """
 
     def __init__(
@@ -92,6 +101,7 @@ class Connection:
         reply_to_bad_frames: bool = False,
         debug: bool = False,
         observe: Callable[[Literal["in", "out"], JSONValue], None] | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
         self._stream = messages
         self._outbox = Outbox(messages, observe=observe, fail=self.fail)
@@ -99,8 +109,9 @@ class Connection:
         self._ids = next_id if next_id is not None else itertools.count()
         self._reply_bad = reply_to_bad_frames
         self._observe = observe
-        self._log = WireLog()
-        self._pending = PendingRequests()
+        secrets = self._secrets = tuple(secrets)
+        self._log = WireLog(secrets)
+        self._pending = PendingRequests(secrets)
         self._answers = Responder(handler, self._send, log=self._log, debug=debug)
         self._incoming = self._answers.incoming
         self._received = 0  # messages read, for arrival()
@@ -333,7 +344,7 @@ class Connection:
         exc = ProtocolError(
             "The peer sent a message that is neither a JSON-RPC request, "
             "notification nor response.",
-            line_preview=preview(repr(message).encode()),
+            line_preview=preview(repr(message).encode(), self._secrets),
         )
         if not self._reply_bad:
             raise self.fail(exc)

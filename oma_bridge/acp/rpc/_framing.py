@@ -20,7 +20,7 @@ from ..._os.redact import redact
 from ...bridge.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
@@ -62,14 +62,15 @@ def encode(message: Mapping[str, object]) -> bytes:
     return text.encode("utf-8", "backslashreplace") + b"\n"
 
 
-def preview(line: bytes | bytearray) -> str:
-    """The start of a frame for an error message, secrets redacted.
+def preview(line: bytes | bytearray, secrets: Iterable[str] = ()) -> str:
+    """The start of a frame for an error message, secrets redacted: known
+    ``secrets`` (the values of the peer's secret variables) and known shapes.
 
     Redacted before it is cut, and over more than is shown: a secret across
     the cut would otherwise show its first part, too short to be recognised.
     """
     text = bytes(line[: _PREVIEW * 4]).decode("utf-8", "replace")
-    return redact(text)[:_PREVIEW]
+    return redact(text, secrets)[:_PREVIEW]
 
 
 @final
@@ -80,6 +81,8 @@ class NdjsonStream:
         receive: Where frames come from (None: send only).
         send: Where frames go (None: receive only).
         max_line_bytes: The largest frame accepted, its ``\\r\\n`` or ``\\n`` excluded.
+        secrets: Values redacted from the previews of bad frames (those of the
+            peer's secret variables), besides the known shapes.
     """
 
     def __init__(
@@ -88,12 +91,14 @@ class NdjsonStream:
         send: ByteSendStream | None,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        secrets: Iterable[str] = (),
     ) -> None:
         if max_line_bytes <= 0:
             raise ValueError("max_line_bytes must be positive")
         self._in = receive
         self._out = send
         self.max_line_bytes = max_line_bytes
+        self.secrets = tuple(secrets)
         self._buf = bytearray()
         self._pos = 0  # start of the unread part of _buf
         self._scanned = 0  # _buf[_pos:_scanned] holds no \n: scan each byte once
@@ -146,7 +151,7 @@ class NdjsonStream:
                     raise ProtocolError(
                         "The peer wrote a line that is not JSON on the protocol "
                         "stream.",
-                        line_preview=preview(line.removesuffix(b"\r")),
+                        line_preview=preview(line.removesuffix(b"\r"), self.secrets),
                     ) from None
 
     def _next_line(self) -> bytes | None:
@@ -202,21 +207,21 @@ class NdjsonStream:
         if rest.strip():
             raise ProtocolError(
                 "The peer closed the stream in the middle of a frame.",
-                line_preview=preview(rest),
+                line_preview=preview(rest, self.secrets),
             )
         raise anyio.EndOfStream
 
     def _too_deep(self, line: bytes) -> ProtocolError:
         return ProtocolError(
             "The peer wrote a JSON frame nested too deeply to decode.",
-            line_preview=preview(line),
+            line_preview=preview(line, self.secrets),
         )
 
     def _oversize(self, head: bytes) -> ProtocolError:
         return ProtocolError(
             f"The peer sent a frame larger than max_line_bytes="
             f"{self.max_line_bytes}; raise the limit if the agent needs it.",
-            line_preview=preview(head),
+            line_preview=preview(head, self.secrets),
         )
 
     async def _fill(self) -> None:

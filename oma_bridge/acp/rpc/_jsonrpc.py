@@ -23,7 +23,7 @@ from . import methods as m
 from ._framing import preview
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Iterable, Mapping
 
     from ...bridge.errors import OmaBridgeError
     from ...bridge.messages import JSONValue
@@ -133,18 +133,23 @@ class Deferred(Exception):
         self.register = register
 
 
-def remote_error(method: str, error: JSONValue) -> RemoteError:
+def remote_error(
+    method: str, error: JSONValue, secrets: Iterable[str] = ()
+) -> RemoteError:
     """The ``RemoteError`` for an error object the peer answered ``method`` with.
 
     Its message and data are the peer's own text, which may quote a secret (a
-    failing request's headers, a key it rejected): both are redacted, as they
-    reach the result, the CLI's error line and logs.
+    failing request's headers, a key it rejected): both are redacted, known
+    ``secrets`` (the values of the peer's secret variables) and known shapes,
+    as they reach the result, the CLI's error line and logs.
     """
     if not isinstance(error, dict):
         error = {"code": m.INTERNAL_ERROR, "message": repr(error)}
 
     code = error.get("code")
     message = error.get("message", "")
+    text = message if isinstance(message, str) else repr(message)
+    secrets = tuple(secrets)
     # The message and data are kept (data often says what "Internal error"
     # hides), but they reach errors and logs: no secret may ride along.
     return RemoteError(
@@ -152,8 +157,8 @@ def remote_error(method: str, error: JSONValue) -> RemoteError:
         rpc_code=code
         if isinstance(code, int) and not isinstance(code, bool)
         else m.INTERNAL_ERROR,
-        message=redact(message if isinstance(message, str) else repr(message)),
-        data=redact_json(error.get("data")),
+        message=redact(text, secrets),
+        data=redact_json(error.get("data"), secrets),
     )
 
 
@@ -174,12 +179,18 @@ class _Slot:
 
 @final
 class PendingRequests:
-    """Requests we sent, by id, and the answers the peer sent to them."""
+    """Requests we sent, by id, and the answers the peer sent to them.
 
-    __slots__ = ("_slots",)
+    Args:
+        secrets: Values redacted from the errors made of its answers (those of
+            the peer's secret variables), besides the known shapes.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_secrets", "_slots")
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._slots: dict[RequestId, _Slot] = {}
+        self._secrets = tuple(secrets)
 
     def add(self, request_id: RequestId, method: str) -> None:
         self._slots[request_id] = _Slot(method)
@@ -215,7 +226,7 @@ class PendingRequests:
         if slot is None or slot.done:
             logger.debug(
                 "dropping a response to unknown request %s",
-                preview(repr(request_id).encode()),
+                preview(repr(request_id).encode(), self._secrets),
             )
             return
         slot.done = True
@@ -225,12 +236,12 @@ class PendingRequests:
             # guess, and a guess could take a failure for a success.
             slot.error = ProtocolError(
                 f"The peer answered {slot.method} with both a result and an error.",
-                line_preview=preview(repr(message).encode()),
+                line_preview=preview(repr(message).encode(), self._secrets),
             )
         elif error is None:
             slot.result = message.get("result")
         else:
-            slot.error = remote_error(slot.method, error)
+            slot.error = remote_error(slot.method, error, self._secrets)
 
     def fail(self, error: OmaBridgeError) -> None:
         """Answer every request still waiting with ``error``."""
@@ -307,16 +318,19 @@ def error_frame(
 @final
 class WireLog:
     """The connection's log: frames at DEBUG and handler failures, with the
-    secrets of our environment redacted (peer data may quote them)."""
+    secrets of our environment and the peer's ``secrets`` redacted (peer data
+    may quote them)."""
 
-    __slots__ = ("_secrets",)
+    __slots__ = ("_peer", "_secrets")
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._peer = tuple(secrets)
         self._secrets: tuple[str, ...] | None = None
 
     def secrets(self) -> tuple[str, ...]:
         if self._secrets is None:
-            self._secrets = secret_values(os.environ)
+            ours = {*secret_values(os.environ), *self._peer}
+            self._secrets = tuple(sorted(ours, key=len, reverse=True))
         return self._secrets
 
     def frame(self, arrow: str, message: object) -> None:

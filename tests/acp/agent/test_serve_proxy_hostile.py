@@ -99,3 +99,27 @@ async def test_an_agent_dying_at_start_shows_its_stderr_redacted(tmp_path) -> No
     assert "exited with code 3" in shown and "fetch https://bob:" in shown
     for _, secret in SECRETS.values():
         assert secret not in shown and secret not in json.dumps(sent)
+
+
+async def test_garbage_quoting_a_secret_variable_of_the_agent_is_redacted(
+    tmp_path,
+) -> None:
+    # A key of no known shape, given with --env under a name that looks
+    # secret: the editor's error showed it as the agent wrote it.
+    key = "q8W2e9R4t7Y1u3I6"
+    frame = tmp_path / "frame"
+    frame.write_bytes(f"Traceback: rejected {key}\n".encode())
+
+    async def scenario(conn, process, editor):
+        sid = await new_session(conn, tmp_path)
+        with pytest.raises(acp.RequestError) as info:
+            await prompt(conn, sid, f"raw:{frame}")
+        return info.value
+
+    error, sent = await drive(
+        scenario, "--acp", FAKE, "--env", f"ACP_LOG={tmp_path / 'log'}",
+        "--env", f"MY_API_KEY={key}",
+    )  # fmt: skip
+    assert error.code == -32603 and error.data["type"] == "ProtocolError"
+    assert "rejected [REDACTED]" in str(error)
+    assert key not in str(error) + json.dumps(error.data) + json.dumps(sent)
