@@ -31,7 +31,7 @@ from oma_bridge import (
     RemoteError,
 )
 from oma_bridge.acp import AcpBackendConfig
-from oma_bridge.acp.rpc._framing import preview
+from oma_bridge.acp.rpc._framing import NdjsonStream, preview
 
 from .acp.support import PEERS, WAIT, agent_for
 from .fresh_python import oma_bridge_cli, start_cli, stop_cli
@@ -168,6 +168,46 @@ def test_a_frame_preview_cut_anywhere_shows_no_part_of_a_secret(
         shown = preview(("x" * pad + " " + line).encode())
         parts = {secret[i : i + 8] for i in range(len(secret) - 7)}
         assert not [p for p in parts if p in shown], (pad, shown)
+
+
+ONE_LINE = [(line, secret) for line, secret in SHAPES if "\n" not in line]
+
+
+@pytest.mark.parametrize("ended", [True, False], ids=["whole line", "line so far"])
+@pytest.mark.parametrize(
+    ("line", "secret"), ONE_LINE, ids=[s[:12] for _, s in ONE_LINE]
+)
+async def test_an_oversize_frames_preview_shows_no_part_of_a_secret(
+    line: str, secret: str, ended: bool
+) -> None:
+    # The same edge for a frame over max_line_bytes: its preview was made of
+    # its first 160 bytes, cut before redaction, so "sk-ant-api03" showed.
+    parts = {secret[i : i + 8] for i in range(len(secret) - 7)}
+    for pad in range(100, 161):
+        frame = ("x" * pad + " " + line + " " + "y" * 2000).encode()
+        stream = NdjsonStream(
+            _Chunks(frame + (b"\n" if ended else b"")), None, max_line_bytes=1000
+        )
+        with pytest.raises(ProtocolError, match="max_line_bytes") as info:
+            await stream.receive()
+        shown = info.value.line_preview or ""
+        assert not [p for p in parts if p in shown], (pad, shown)
+
+
+class _Chunks:
+    """A byte stream of ``chunks``, then EOF."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = list(chunks)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        if not self.chunks:
+            raise anyio.EndOfStream
+        return self.chunks.pop(0)
+
+    async def aclose(self) -> None:
+        pass
 
 
 async def test_a_pty_programs_terminal_tail(tmp_path: Path) -> None:

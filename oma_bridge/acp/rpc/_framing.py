@@ -32,6 +32,9 @@ __all__ = ("DEFAULT_MAX_LINE_BYTES", "NdjsonStream", "encode")
 #: with large tool outputs and file reads.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _PREVIEW = 160
+#: The bytes a preview is redacted over (see ``preview``): what an oversize
+#: frame keeps of its start, since the rest is discarded unread.
+_PREVIEW_READ = _PREVIEW * 4
 
 _loads = json.loads
 # A frame is almost always one JSON text with nothing around it: raw_decode
@@ -69,7 +72,7 @@ def preview(line: bytes | bytearray, secrets: Iterable[str] = ()) -> str:
     Redacted before it is cut, and over more than is shown: a secret across
     the cut would otherwise show its first part, too short to be recognised.
     """
-    text = bytes(line[: _PREVIEW * 4]).decode("utf-8", "replace")
+    text = bytes(line[:_PREVIEW_READ]).decode("utf-8", "replace")
     return redact(text, secrets)[:_PREVIEW]
 
 
@@ -163,7 +166,7 @@ class NdjsonStream:
             elif len(buf) - self._pos > self.max_line_bytes and self._too_long(
                 self._pos, len(buf)
             ):
-                head = bytes(buf[self._pos : self._pos + _PREVIEW])
+                head = bytes(buf[self._pos : self._pos + _PREVIEW_READ])
                 self._clear()
                 self._discarding = True
                 raise self._oversize(head)
@@ -179,7 +182,7 @@ class NdjsonStream:
             return b""
         # The \r of a CRLF does not count, so only a longer line needs a look.
         if end - start > self.max_line_bytes and self._too_long(start, end):
-            raise self._oversize(bytes(buf[start : start + _PREVIEW]))
+            raise self._oversize(bytes(buf[start : start + _PREVIEW_READ]))
         line = bytes(buf[start:end])
         if self._pos > 1 << 16 and self._pos * 2 > len(buf):
             del buf[: self._pos]  # compact rarely: slicing from the front is O(n)
