@@ -146,7 +146,8 @@ def check_keys(cls: type, keys: Iterable[object], what: str) -> None:
 
 def command_line_hint(command: object, args: object) -> str | None:
     """What to say when ``command`` is a whole command line and there are no
-    ``args`` (an executable whose path holds a space is left alone)."""
+    ``args`` (an executable whose path holds a space is left alone); a key in
+    the line is shown redacted, as ``oma-bridge agents`` shows args."""
     if (
         not isinstance(command, str)
         or len(command.split()) < 2
@@ -155,7 +156,7 @@ def command_line_hint(command: object, args: object) -> str | None:
     ):
         return None
     first, *rest = command.split()
-    return (
+    return redact(
         f"{command!r} is a whole command line; give the executable as command "
         f"and its arguments as args: command={first!r}, args={rest!r}"
     )

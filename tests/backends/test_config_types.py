@@ -61,6 +61,19 @@ def test_a_command_line_in_command_gets_a_hint_to_use_args(cls) -> None:
     assert cls.from_dict({"command": "my agent", "args": ["x"]}).command == "my agent"
 
 
+@pytest.mark.parametrize("cls", CONFIGS)
+def test_a_command_lines_hint_does_not_quote_a_key_in_it(cls) -> None:
+    # The hint repeats the command line split: a key in it was shown as typed
+    # (in a TOML file's error too), while `oma-bridge agents` lists args redacted.
+    key = "sk-ant-api03-" + "x" * 20
+    line = f"my-agent --api-key {key} --url https://bob:Pa55w0rdInUrl@x.example"
+    with pytest.raises(ValueError) as caught:
+        cls.from_dict({"command": line})
+    shown = str(caught.value)
+    assert "command='my-agent', args=['--api-key', '[REDACTED]'" in shown
+    assert key not in shown and "Pa55w0rdInUrl" not in shown
+
+
 @pytest.mark.parametrize("cls", [*CONFIGS, PtyBackendConfig])
 @pytest.mark.parametrize(
     "options", [{"command": "age\0nt"}, {"command": "agent", "args": ("-p", "x\0")}]
