@@ -352,8 +352,11 @@ def _split(transport: str, command: str) -> list[str]:
     try:
         return shlex.split(command)
     except ValueError as exc:  # an unbalanced quote
+        from .._os.redact import redact
+
+        # A command line may hold a key: shown redacted, as `agents` shows args.
         raise ValueError(
-            f"--{transport}: {exc} in {command!r}; check its quotes"
+            f"--{transport}: {exc} in {redact(repr(command))}; check its quotes"
         ) from exc
 
 
@@ -368,7 +371,10 @@ def _pairs(option: str, items: list[str], shape: str = "KEY=VALUE") -> dict[str,
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"{option} expects {shape}, got {item!r}")
+            from .._os.redact import redact
+
+            # What was typed may be the value alone (a key): shown redacted.
+            raise ValueError(f"{option} expects {shape}, got {redact(repr(item))}")
         pairs[name] = value
     return pairs
 

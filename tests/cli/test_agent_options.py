@@ -92,6 +92,29 @@ def test_contradictory_options_are_refused(words: list[str], message: str) -> No
         config(*words)
 
 
+KEY = "sk-ant-api03-" + "x" * 20
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (["--process", f"tool --api-key {KEY} 'oops"], "check its quotes"),
+        (["--acp", "tool --url https://bob:Pa55w0rdInUrl@x.example 'oops"], "quotes"),
+        (["--process", "cat", "--env", KEY], "--env expects NAME=VALUE"),
+        (["--process", "cat", "--env", f"={KEY}"], "--env expects NAME=VALUE"),
+    ],
+)
+def test_a_malformed_option_is_not_quoted_with_its_key(
+    words: list[str], message: str
+) -> None:
+    # The error repeated the option as typed: a key in it reached stderr.
+    with pytest.raises(ValueError, match=message) as caught:
+        config(*words)
+    shown = str(caught.value)
+    assert "[REDACTED]" in shown
+    assert KEY not in shown and "Pa55w0rdInUrl" not in shown
+
+
 def test_output_format_picks_the_parser_over_a_presets_own() -> None:
     plain = config("--process", "cat").backend
     assert isinstance(plain, ProcessBackendConfig) and plain.output_format == "text"
