@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
 
-from ..bridge import AgentConfig, InvalidMessageError, OmaBridgeError, TokenUsage
+from ..bridge import Agent, AgentConfig, InvalidMessageError, OmaBridgeError, TokenUsage
 from ..bridge.retry import MAX_RETRIES
 
 if TYPE_CHECKING:
@@ -167,7 +167,9 @@ def check_graph(tasks: Sequence[Task], agents: Agents) -> dict[str, str]:
     Raises:
         TypeError: a task that is not a ``Task``, or an agent that is neither an
             ``AgentConfig`` nor a ``TeamAgent``.
-        InvalidMessageError: a description that is not a non-blank string.
+        InvalidMessageError: a description that is not a non-blank string, or
+            one its agent would refuse as a prompt (a lone surrogate, a NUL for
+            a process).
         TaskGraphError: no agents, duplicate or unknown ids, an unknown assignee
             or capability, a negative retry setting, or a dependency cycle.
     """
@@ -204,7 +206,23 @@ def check_graph(tasks: Sequence[Task], agents: Agents) -> dict[str, str]:
                 f"task {task.id!r} depends on unknown task(s): {', '.join(unknown)}"
             )
     _check_acyclic(tasks)
-    return _assign(tasks, team)
+    assigned = _assign(tasks, team)
+    for index, task in enumerate(tasks):
+        _admit(task.description, team[assigned[task.id]].config, index)
+    return assigned
+
+
+def _admit(description: str, config: AgentConfig, index: int) -> None:
+    """Refuse a description its agent would refuse as a prompt (a lone
+    surrogate; a NUL for a process), now rather than when the task is reached,
+    after the others have started."""
+    try:
+        Agent(config).admit(description)
+    except InvalidMessageError as exc:
+        raise InvalidMessageError(
+            f"task descriptions are prompts: {exc}",
+            path=("tasks", index, "description"),
+        ) from None
 
 
 def _check_acyclic(tasks: Sequence[Task]) -> None:

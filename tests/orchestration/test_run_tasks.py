@@ -178,6 +178,12 @@ async def test_a_mixed_graph_passes_outputs_on_fails_retries_and_stops_at_budget
             r"tasks\[0\]\.description: task descriptions are text only",
         ),
         ([Task(id="a", description="  ")], InvalidMessageError, "empty"),
+        # What its agent refuses as a prompt is refused before the others run.
+        (
+            [Task(id="a", description="see \ud800")],
+            InvalidMessageError,
+            r"tasks\[0\]\.description: .*lone surrogate '\\ud800' at index 4",
+        ),
     ],
 )  # fmt: skip
 async def test_a_bad_graph_is_refused_before_anything_starts(
@@ -192,6 +198,31 @@ async def test_a_bad_graph_is_refused_before_anything_starts(
         )
     assert progress.events == []
     assert not marker.exists()
+
+
+async def test_a_description_its_agent_cannot_carry_is_refused_before_anything_starts(
+    tmp_path,
+):
+    """A process that takes its prompt as an argument cannot be given a NUL:
+    the task's own agent says so before the task beside it has started."""
+    marker = tmp_path / "spawned"
+    agents = {
+        "stdin": AgentConfig(name="stdin", backend=marker_config(marker)),
+        "argv": AgentConfig(
+            name="argv", backend=marker_config(marker, input="argument")
+        ),
+    }
+    tasks = [
+        Task(id="ok", description="fine", assignee="stdin"),
+        Task(id="nul", description="see \0", assignee="argv"),
+    ]
+    with pytest.raises(InvalidMessageError, match=r"tasks\[1\]\.description: .*NUL"):
+        await OpenMultiAgent().run_tasks(tasks, agents)
+    assert not marker.exists()
+    # The same description is a prompt a stdin agent takes.
+    assert check_graph([Task(id="nul", description="see \0")], agents) == {
+        "nul": "stdin"
+    }
 
 
 def test_check_graph_says_where_each_task_runs_and_refuses_as_run_tasks_does(
