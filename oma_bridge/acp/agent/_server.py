@@ -515,19 +515,22 @@ class Server:
         replies: list[str] = []
         session.remember("user", text)
         session.touch(text)
-        async with stream as events:
-            async for event in events:
-                if isinstance(event, (DoneEvent, ErrorEvent)):
-                    result = event.result
-                    break
-                if isinstance(event, TextEvent):
-                    replies.append(event.text)
-                update = session_update(event, session.spent)
-                if update is not None:
-                    await self._notify_update(
-                        {"sessionId": session.id, "update": update}
-                    )
-        session.remember("agent", "".join(replies))
+        try:
+            async with stream as events:
+                async for event in events:
+                    if isinstance(event, (DoneEvent, ErrorEvent)):
+                        result = event.result
+                        break
+                    if isinstance(event, TextEvent):
+                        replies.append(event.text)
+                    update = session_update(event, session.spent)
+                    if update is not None:
+                        await self._notify_update(
+                            {"sessionId": session.id, "update": update}
+                        )
+        finally:
+            # A cancelled turn too: what the editor was shown is replayed.
+            session.remember("agent", "".join(replies))
         assert result is not None
         session.spend(result.token_usage.cost)
         return prompt_reply(result)

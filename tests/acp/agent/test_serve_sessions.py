@@ -10,15 +10,19 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from oma_bridge import AgentRunResult, DoneEvent, InputProfile, TextEvent
 from oma_bridge.cli._serve import TERMINAL_HINT, terminal_hint
 
 from ..serve_memory import Echo, EditorPeer, _EchoBackend, serving
 from ..serve_support import SCRIPTED, SERVE, drive, new_session, prompt
 from ..support import PEERS, WAIT
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 @dataclass
@@ -228,3 +232,53 @@ async def test_serve_on_a_terminal_prints_the_hint_and_keeps_serving() -> None:
     assert TERMINAL_HINT.encode() in said
     assert b'"protocolVersion":1' in answer and b'"id":1' in answer
     assert status == 0
+
+
+@dataclass
+class Stops:
+    """Streams "partial" first; a prompt starting with "wait" then runs until
+    it is cancelled."""
+
+    @property
+    def input_profile(self) -> InputProfile:
+        return InputProfile(transport="stops")
+
+    def create_backend(self) -> Stops:
+        return self
+
+    def stream(self, request: Any) -> AsyncIterator[Any]:
+        return self._events(request)
+
+    async def _events(self, request: Any) -> AsyncIterator[Any]:
+        yield TextEvent("partial")
+        if request.prompt.startswith("wait"):
+            await anyio.sleep_forever()
+        yield DoneEvent(AgentRunResult(success=True, output="partial"))
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_load_replays_what_a_cancelled_turn_streamed(tmp_path) -> None:
+    async with serving(Stops()) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": "wait"}]}
+        await editor.send(
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+        )
+        while (await editor.receive()).get("method") != "session/update":
+            pass  # the turn has streamed its chunk
+        await editor.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        cancelled = await editor.reply(2)
+        _, updates = await load(editor, 3, sid, str(tmp_path))
+    assert cancelled["result"] == {"stopReason": "cancelled"}
+    # What the editor was shown of the turn is in the history it replays.
+    assert [u["update"] for u in updates] == [
+        {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        for kind, text in [
+            ("user_message_chunk", "wait"),
+            ("agent_message_chunk", "partial"),
+        ]
+    ]
