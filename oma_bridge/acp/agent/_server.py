@@ -399,7 +399,12 @@ class Server:
     ) -> JSONValue:
         """Passed on behind ``--acp``; otherwise -32602: a wrapped command has
         no modes or config options (session/new offers none), so no id names
-        one of them."""
+        one of them.
+
+        A running agent is asked at once, in mid-turn too: ACP lets modes and
+        options change "whether the Agent is idle or generating a response".
+        Only a stopped one (idle) waits for the session's lock, to be opened.
+        """
         session = self._session(params)
         name = params.text(field)
         if not session.proxied:
@@ -407,11 +412,19 @@ class Server:
                 f"{name!r} is not one of this session's {what}: a wrapped "
                 f"command has none (session/new offered no {what})"
             )
-        async with session.lock:
-            real = await self._open_real(session)
-            result = await real.call(method, params.raw)
-        self._arm(session)
-        return result
+        if session.timer is not None:
+            session.timer.cancel()  # no idle stop while it is asked
+            session.timer = None
+        real = session.real
+        try:
+            if real is not None and not real.broken:
+                return await real.call(method, params.raw)
+            async with session.lock:
+                real = await self._open_real(session)
+                return await real.call(method, params.raw)
+        finally:
+            if session.running is None and session.id in self._sessions:
+                self._arm(session)  # else the turn's end re-arms it
 
     async def _logout(self, params: Params) -> JSONValue:
         self._require(m.LOGOUT)

@@ -338,6 +338,36 @@ async def test_cancel_through_the_proxy_ends_the_turn_cancelled(tmp_path) -> Non
     check_frames(sent)
 
 
+async def test_mode_and_config_changes_pass_while_a_turn_runs(tmp_path) -> None:
+    # ACP (session modes, config options): they may change "whether the Agent
+    # is idle or generating a response"; they waited for the turn to end.
+    editor = Watching()
+
+    async def scenario(conn, process, editor):
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        turn = asyncio.ensure_future(prompt(conn, sid, "slow"))
+        await editor.seen(sid, "agent_message_chunk", "slow")
+        try:
+            await asyncio.wait_for(
+                conn.set_session_mode(session_id=sid, mode_id="code"), WAIT / 2
+            )
+            await asyncio.wait_for(
+                conn.set_config_option(config_id="model", session_id=sid, value="m2"),
+                WAIT / 2,
+            )
+            running = not turn.done()
+        finally:
+            await conn.cancel(session_id=sid)
+        return running, (await turn).stop_reason
+
+    (running, stop), sent = await drive(scenario, *serve_args(tmp_path), editor=editor)
+    assert (running, stop) == (True, "cancelled")
+    calls = [c[0] for c in peer_log(tmp_path)]
+    assert calls.index("session/set_mode") < calls.index("session/cancel")
+    check_frames(sent)
+
+
 async def test_an_agent_that_cannot_load_gets_a_new_session_after_idling(
     tmp_path,
 ) -> None:
