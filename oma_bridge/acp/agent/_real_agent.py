@@ -361,7 +361,8 @@ class RealAgent(AgentProcess):
     def cancel_soon(self) -> None:
         """Pass ``session/cancel`` on, from a notification handler (no await)."""
         if self._tasks is not None and not self.cancelling:
-            self._tasks.start_soon(self._cancel_turn)
+            # The end of this turn: a turn queued behind it has its own.
+            self._tasks.start_soon(self._cancel_turn, self.turn_ended)
 
     async def _send_cancel(self) -> bool:
         self.cancelling = True
@@ -374,14 +375,14 @@ class RealAgent(AgentProcess):
             return False
         return True
 
-    async def _cancel_turn(self) -> None:
+    async def _cancel_turn(self, ended: anyio.Event) -> None:
         if not await self._send_cancel():
             return
-        # A turn it does not end within cancel_grace ends with its process.
+        # A turn it does not end within cancel_grace ends with its process;
+        # the next turn may have started by the time this one's end is seen.
         with anyio.move_on_after(self.config.cancel_grace):
-            while self.in_turn:
-                await self.turn_ended.wait()
-        if self.in_turn:
+            await ended.wait()
+        if self.in_turn and not ended.is_set():
             logger.info("the agent did not end a cancelled turn: stopping it")
             # From the reader's own task group: it cannot be waited for here.
             self._scope.cancel()

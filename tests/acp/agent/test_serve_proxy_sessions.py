@@ -482,3 +482,44 @@ async def test_in_process_the_proxy_shows_modes_and_passes_a_mode_switch(
     assert again["result"]["stopReason"] == "end_turn"
     assert ["session/load", sid] in [c[:2] for c in peer_log(tmp_path)]
     assert len(pids(tmp_path / "pids")) == 2
+
+
+async def test_a_cancelled_turns_grace_does_not_stop_the_turn_queued_behind_it(
+    tmp_path,
+) -> None:
+    # Editors send session/cancel and the next prompt at once. The cancelled
+    # turn's grace watched "a turn is running", not that turn: when the next
+    # one had started by the time it looked (trio may run the queued prompt
+    # first), it stopped the agent in the middle of the next turn.
+    from ..serve_memory import serving
+    from ..support import fake_agent
+
+    grace, turns = 0.5, 6
+    backend = fake_agent(tmp_path / "log", cancel_grace=grace)
+
+    def ask(request_id: int, sid: str) -> dict[str, Any]:
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "session/prompt",
+            "params": params,
+        }
+
+    async with serving(backend) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        cancel = {"method": "session/cancel", "params": {"sessionId": sid}}
+        await editor.send(ask(10, sid))
+        while "method" not in await editor.receive():
+            pass  # the first turn streams
+        replies = []
+        for n in range(10, 10 + turns):
+            await editor.send({"jsonrpc": "2.0", **cancel})
+            await editor.send(ask(n + 1, sid))  # queued behind the cancelled one
+            replies.append(await editor.reply(n))
+            await anyio.sleep(grace * 2)  # past the cancelled turn's grace
+        await editor.send({"jsonrpc": "2.0", **cancel})
+        replies.append(await editor.reply(10 + turns))
+    assert [r.get("result") for r in replies] == [{"stopReason": "cancelled"}] * (
+        turns + 1
+    ), [r.get("error") for r in replies]
