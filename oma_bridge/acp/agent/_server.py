@@ -248,7 +248,15 @@ class Server:
         roots = self._roots(params)
         if self.proxy is None:
             session_id = f"sess_{uuid.uuid4().hex}"
-            self._add(Session(session_id, cwd, servers, proxied=False))
+            self._add(
+                Session(
+                    session_id,
+                    cwd,
+                    servers,
+                    proxied=False,
+                    asked_cwd=params.text("cwd"),
+                )
+            )
             logger.info("session %s in %s", session_id, cwd)
             return {"sessionId": session_id}
         real, result = await self.proxy.open(cwd, servers, roots=roots)
@@ -309,6 +317,7 @@ class Server:
         async with session.lock:
             await session.close_agent()  # the next prompt opens it in cwd
             session.cwd, session.servers = cwd, servers
+            session.asked_cwd = params.text("cwd")
             if how == "load":
                 for update in replay(session.history):
                     await self._notify_update(
@@ -338,7 +347,7 @@ class Server:
             "sessions": [
                 session.info()
                 for session in self._sessions.values()
-                if cwd is None or session.cwd == cwd
+                if cwd is None or session.asked_cwd == cwd
             ]
         }
 

@@ -52,6 +52,8 @@ class Session:
         servers: The editor's MCP servers for it.
         proxied: Behind ``serve --acp``: a real ACP agent's session.
         roots: Its ``additionalDirectories`` (behind ``serve --acp``).
+        asked_cwd: The ``cwd`` the editor gave, when ``serve --cwd`` runs the
+            agent elsewhere: ``session/list`` shows and filters by it.
     """
 
     def __init__(
@@ -62,9 +64,12 @@ class Session:
         *,
         proxied: bool,
         roots: list[str] | None = None,
+        asked_cwd: str | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
+        #: The editor's cwd for it (session/list), whatever --cwd runs it in.
+        self.asked_cwd = asked_cwd or cwd
         self.servers = servers
         self.proxied = proxied
         self.roots = roots or []
@@ -116,7 +121,7 @@ class Session:
         """The ``SessionInfo`` of ``session/list``."""
         info: dict[str, JSONValue] = {
             "sessionId": self.id,
-            "cwd": self.cwd,
+            "cwd": self.asked_cwd,
             "updatedAt": self.updated_at,
         }
         if self.title is not None:

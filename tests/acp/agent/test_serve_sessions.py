@@ -157,6 +157,21 @@ async def test_serve_cwd_runs_every_sessions_agent_there(tmp_path) -> None:
     assert text == str(pinned)
 
 
+async def test_serve_cwd_lists_each_session_under_the_editors_cwd(tmp_path) -> None:
+    # The editor lists a project's sessions by the cwd it opened them in; with
+    # --cwd they were listed under the pinned directory, so it found none.
+    pinned, project = tmp_path / "pinned", tmp_path / "project"
+    pinned.mkdir()
+    project.mkdir()
+    async with serving(Echo(), cwd=str(pinned)) as editor:
+        sid = await editor.open_session(str(project))
+        await ask(editor, 2, sid, "cwd")
+        mine = await editor.call(3, "session/list", {"cwd": str(project)})
+        everyone = await editor.call(4, "session/list", {})
+    assert [s["sessionId"] for s in mine["result"]["sessions"]] == [sid]
+    assert [s["cwd"] for s in everyone["result"]["sessions"]] == [str(project)]
+
+
 async def test_serve_cwd_places_the_real_agent_and_its_sessions_there(
     tmp_path,
 ) -> None:
