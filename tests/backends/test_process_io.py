@@ -228,3 +228,44 @@ async def test_max_output_bytes_cuts_with_a_marker_and_the_child_finishes() -> N
     assert result.output[len(kept) :].strip() == (
         "[oma-bridge: output truncated at 1000 bytes]"
     )
+
+
+@pytest.mark.parametrize("driver", ["stream", "run_sync", "pool"])
+async def test_a_character_cut_by_max_output_bytes_is_dropped_not_replaced(
+    driver: str,
+) -> None:
+    # "é" is two bytes; a cap of 5 falls between them. The output must stay a
+    # prefix of what the child wrote (as the ACP client and the PTY keep it),
+    # not end in a U+FFFD the child never sent.
+    config = ProcessBackendConfig(command="cat", max_output_bytes=5)
+    prompt = "aaaaé and more"
+    marker = "\n[oma-bridge: output truncated at 5 bytes]\n"
+    texts: list[str] = []
+    if driver == "stream":
+        async with make_agent(config) as agent, agent.stream(prompt) as events:
+            with anyio.fail_after(HANG_GUARD):
+                async for event in events:
+                    if isinstance(event, TextEvent):
+                        texts.append(event.text)
+                    else:
+                        output = event.result.output
+        assert "".join(texts) == "aaaa"
+    elif driver == "run_sync":
+        output = await anyio.to_thread.run_sync(
+            lambda: make_agent(config).run_sync(prompt).output
+        )
+    else:
+        from oma_bridge.backends.process import ProcessBackend
+
+        from ._support import request
+
+        def pooled() -> str:
+            with ProcessBackend(config).run_pool() as pool:
+                pool.start(request(prompt), "a")
+                ended: list[str] = []
+                while not ended:
+                    ended.extend(result.output for _, result in pool.wait(HANG_GUARD))
+                return ended[0]
+
+        output = await anyio.to_thread.run_sync(pooled)
+    assert output == "aaaa" + marker

@@ -170,7 +170,8 @@ class RunCore:
     def feed_stdout(self, data: bytes) -> None:
         """Bytes read from stdout; past ``max_output_bytes`` they are dropped."""
         room = self._config.max_output_bytes - self._kept
-        if len(data) > room:
+        cut = len(data) > room
+        if cut:
             data = data[: max(room, 0)]
             self.truncated = True
         self._kept += len(data)
@@ -180,6 +181,11 @@ class RunCore:
             self._raw.append(data)
         elif self._decoder is not None:
             self._text(self._decoder.decode(data))
+            if cut:
+                # The cap may fall inside a character: what the decoder holds
+                # of it is dropped, not ended as U+FFFD the child never sent
+                # (the output stays a prefix, as the ACP client's does).
+                self._decoder.reset()
 
     def stdout_closed(self) -> None:
         """Stdout reached its end (or was closed unread)."""
@@ -354,7 +360,11 @@ class RunCore:
                 "budget_exceeded": parser.budget_exceeded,
             }
         elif self._raw is not None:
-            output = b"".join(self._raw).decode("utf-8", "replace")
+            # Cut by the cap: an incomplete character at the end is dropped
+            # (not final), as in the streamed text above.
+            output = codecs.getincrementaldecoder("utf-8")("replace").decode(
+                b"".join(self._raw), final=not self.truncated
+            )
         else:
             held = self._decoder.decode(b"", final=True) if self._decoder else ""
             output = "".join(self._output) + held
