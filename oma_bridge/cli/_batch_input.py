@@ -7,6 +7,7 @@ while the batch runs, so memory does not grow with the number of items.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sys
@@ -43,7 +44,9 @@ def _is_jsonl(path: str, name: str) -> bool:
     if name.lower().endswith((".jsonl", ".ndjson")):
         return True
     with open(path, "rb") as f:
-        for raw in f:
+        for number, raw in enumerate(f):
+            if number == 0:  # a byte order mark (Windows tools write one)
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             if raw.strip():
                 return raw.lstrip().startswith(b"{")
     return False
@@ -53,8 +56,9 @@ def _lines(path: str) -> TextIO:
     """``path`` as text read line by line, a line ending at ``\\n`` only (JSON
     Lines, and what an editor numbers): the default also ends one at a bare
     ``\\r``, which splits a record with a ``\\r`` between its tokens in two
-    and numbers every later line wrong."""
-    return open(path, encoding="utf-8", errors="replace", newline="\n")
+    and numbers every later line wrong. A byte order mark at the start is
+    dropped (``utf-8-sig``): it is no part of the first line's record or prompt."""
+    return open(path, encoding="utf-8-sig", errors="replace", newline="\n")
 
 
 def parse(line: str, number: int, jsonl: bool) -> tuple[BatchItem | None, str | None]:

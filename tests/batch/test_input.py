@@ -128,3 +128,23 @@ def test_a_lone_surrogate_in_an_id_or_extra_field_is_written_as_its_escape(
     assert line.startswith(b'{"id": "\\udcff", "tag": "a\\ud800", ')
     assert json.loads(line)["id"] == "\udcff"
     assert recorded(str(out)).done == {"\udcff"}  # a resume skips it
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path: Path) -> None:
+    # Windows tools (PowerShell's Out-File, Notepad) start UTF-8 files with a
+    # BOM. A JSON Lines file not named .jsonl was then taken for plain text
+    # (each whole JSON line run as a prompt); a .jsonl one had its line 1
+    # refused as "not valid JSON".
+    bom = b"\xef\xbb\xbf"
+    for name in ("in.json", "in.jsonl"):
+        source = tmp_path / name
+        source.write_bytes(bom + b'{"id": "a", "prompt": "one"}\r\n{"prompt": "two"}\n')
+        found = scan(str(source))
+        assert (found.jsonl, found.problems, found.ids) == (True, [], {"a", 2})
+        kept = items(str(source), True, set(), set())
+        assert [(i.id, i.input) for i in kept] == [("a", "one"), (2, "two")]
+    plain = tmp_path / "in.txt"
+    plain.write_bytes(bom + b"first\nsecond\n")
+    assert not scan(str(plain)).jsonl
+    kept = items(str(plain), False, set(), set())
+    assert [(i.id, i.input) for i in kept] == [(1, "first"), (2, "second")]
