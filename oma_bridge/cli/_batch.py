@@ -307,6 +307,13 @@ def _refused(args: argparse.Namespace) -> str | None:
         return f"{flag} needs --output FILE (the results to continue)"
     if args.output is not None and (unwritable := _unwritable(args.output)):
         return unwritable
+    if args.output is not None and _same_file(args.input_file, args.output):
+        # Its records would pass for results: a resume would cut its last line
+        # or rewrite it without them, and results would be appended to it.
+        return (
+            f"--output {args.output} is the input file; choose another --output "
+            "(the input is left as it is)"
+        )
     if args.output is not None and not _resuming(args) and os.path.exists(args.output):
         if os.path.getsize(args.output) > 0:
             return (
@@ -316,6 +323,16 @@ def _refused(args: argparse.Namespace) -> str | None:
     if args.backoff < 0:
         return "--backoff must not be negative"
     return None
+
+
+def _same_file(input_file: str, output: str) -> bool:
+    """Whether ``output`` names the input file (by any path or link)."""
+    if input_file == "-":
+        return False
+    try:
+        return os.path.samefile(input_file, output)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
 
 
 def _unwritable(output: str) -> str | None:

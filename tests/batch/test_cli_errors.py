@@ -52,6 +52,22 @@ def test_output_naming_a_folder_asks_for_a_file(workdir: Path) -> None:
     _one_line(done, "--output . is a folder; name a file in it")
 
 
+@pytest.mark.parametrize("flag", [(), ("--resume",), ("--resume-failed",)])
+@pytest.mark.parametrize("output", ["in.jsonl", "./in.jsonl", "link.jsonl"])
+def test_output_that_is_the_input_is_refused_and_left_alone(
+    workdir: Path, flag: tuple[str, ...], output: str
+) -> None:
+    # The input's records look like results: --resume cut its last line (no
+    # newline: "torn"), --resume-failed rewrote it without every id (empty).
+    source = workdir / "in.jsonl"
+    text = '{"id": "a", "prompt": "one"}\n{"id": "b", "prompt": "two"}'
+    source.write_text(text)
+    os.symlink("in.jsonl", workdir / "link.jsonl")
+    done = batch("--process", "cat", "in.jsonl", "-o", output, *flag, cwd=workdir)
+    _one_line(done, f"--output {output} is the input file")
+    assert source.read_text() == text
+
+
 @pytest.mark.parametrize(
     ("input_file", "needle"),
     [
