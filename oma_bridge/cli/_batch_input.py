@@ -10,9 +10,10 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import stat
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NamedTuple, TextIO, cast
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TextIO, cast
 
 from .._os.files import loads_json
 from ..batch import BatchItem
@@ -234,14 +235,40 @@ def _rewrite(path: str, end: int, drop: set[str | int], lock: HeldFile | None) -
 @contextmanager
 def readable_twice(path: str) -> Iterator[str]:
     """A path to ``path``'s content that can be read twice (check everything,
-    then run lazily): stdin (``-``) is copied to a temporary file first."""
-    if path != "-":
+    then run lazily): stdin (``-``), and any input that is not a regular file
+    (a FIFO, ``<(make-prompts)``'s ``/dev/fd/N``, which a second open finds
+    at its end), is copied to a temporary file first."""
+    source = sys.stdin.buffer if path == "-" else _once(path)
+    if source is None:
         yield path
         return
     import shutil
     import tempfile
 
-    with tempfile.NamedTemporaryFile(prefix="oma-batch-", suffix=".in") as spool:
-        shutil.copyfileobj(sys.stdin.buffer, spool)
-        spool.flush()
-        yield spool.name
+    try:
+        with tempfile.NamedTemporaryFile(prefix="oma-batch-", suffix=".in") as spool:
+            shutil.copyfileobj(source, spool)
+            spool.flush()
+            yield spool.name
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+
+
+def _once(path: str) -> BinaryIO | None:
+    """``path`` opened, when it can be read only once; None for a file that
+    can be read again, or one that cannot be opened (the check that reads it
+    says why, in one line)."""
+    try:
+        if _rereadable(path):
+            return None
+        return open(path, "rb")
+    except OSError:
+        return None
+
+
+def _rereadable(path: str) -> bool:
+    """A regular file (or a folder, refused by the reader): opened again, it
+    starts again; a pipe or a device does not."""
+    mode = os.stat(path).st_mode
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.conftest import ACP_PEER, peer_command
-from tests.fresh_python import ROOT
+from tests.fresh_python import ROOT, start_cli as start_oma_bridge
 from tests.leaks import children, reap_orphans
 from tests.terminal import drawn_on_a_terminal
 
@@ -104,6 +104,37 @@ def test_jsonl_extra_fields_are_carried_and_stdin_works(tmp_path: Path) -> None:
     got = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
     assert got["x"]["topic"] == "cats" and got["x"]["output"] == "done: x"
     assert got[7]["meta"] == {"k": [1, 2]}
+
+
+@pytest.mark.parametrize("name", ["jsonl", "sniffed"])
+def test_a_pipe_given_as_input_is_read_once_and_every_item_runs(
+    tmp_path: Path, name: str
+) -> None:
+    # `oma-bridge batch <(make-prompts)`: INPUT is /dev/fd/N, a pipe that can
+    # be read only once. The check read it whole, then the run found it at its
+    # end: nothing ran, and the batch said so with exit 0.
+    read, write = os.pipe()
+    os.write(write, b'{"id": "a", "prompt": "one"}\n{"id": "b", "prompt": "two"}\n')
+    os.close(write)
+    # A .jsonl name is taken for JSON Lines without a look inside.
+    source = f"/dev/fd/{read}" if name == "sniffed" else str(tmp_path / "in.jsonl")
+    if name == "jsonl":
+        os.symlink(f"/dev/fd/{read}", source)  # the CLI's own descriptor
+    try:
+        runner = start_oma_bridge(
+            "batch", source, "--process", "cat", pass_fds=(read,), text=True
+        )
+    finally:
+        os.close(read)
+    try:
+        stdout, stderr = runner.communicate(timeout=WAIT)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    assert runner.returncode == 0, stderr
+    got = {r["id"]: r["output"] for r in map(json.loads, stdout.splitlines())}
+    assert got == {"a": "one", "b": "two"}, stderr
 
 
 def test_invalid_lines_are_reported_with_line_numbers_before_anything_runs(
