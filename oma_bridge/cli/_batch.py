@@ -307,6 +307,13 @@ def _refused(args: argparse.Namespace) -> str | None:
         return f"{flag} needs --output FILE (the results to continue)"
     if args.output is not None and (unwritable := _unwritable(args.output)):
         return unwritable
+    if _resuming(args) and args.output is not None and _not_a_file(args.output):
+        # A resume reads the results back: a pipe's read waits for ever.
+        flag = "--resume-failed" if args.resume_failed else "--resume"
+        return (
+            f"{flag} needs a results file: --output {args.output} is not a "
+            "regular file (a pipe or a device cannot be read back)"
+        )
     if args.output is not None and _same_file(args.input_file, args.output):
         # Its records would pass for results: a resume would cut its last line
         # or rewrite it without them, and results would be appended to it.
@@ -333,6 +340,11 @@ def _same_file(input_file: str, output: str) -> bool:
         return os.path.samefile(input_file, output)
     except OSError:  # one of them does not exist (yet): not the same file
         return False
+
+
+def _not_a_file(output: str) -> bool:
+    """Whether ``output`` exists and is not a regular file (a FIFO, a device)."""
+    return os.path.exists(output) and not os.path.isfile(output)
 
 
 def _unwritable(output: str) -> str | None:

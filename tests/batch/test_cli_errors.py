@@ -68,6 +68,21 @@ def test_output_that_is_the_input_is_refused_and_left_alone(
     assert source.read_text() == text
 
 
+@pytest.mark.parametrize("flag", ["--resume", "--resume-failed"])
+@pytest.mark.parametrize("output", ["fifo", "/dev/stdout"])
+def test_resume_on_an_output_that_is_not_a_file_is_refused(
+    workdir: Path, flag: str, output: str
+) -> None:
+    # A resume reads the results back: from a FIFO or a pipe (stdout piped,
+    # as here) that read waited for ever.
+    os.mkfifo(workdir / "fifo")
+    done = oma_bridge_cli(
+        "batch", "--process", "cat", "in.txt", "-o", output, flag,
+        cwd=workdir, timeout=10,
+    )  # fmt: skip
+    _one_line(done, f"--output {output} is not a regular file")
+
+
 @pytest.mark.parametrize(
     ("input_file", "needle"),
     [
