@@ -151,7 +151,9 @@ class Child:
                 self._spawn_in(cwd, argv, env, pipe_stdin)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
-                raise BackendStartError(argv[0], reason=reason) from exc
+                raise BackendStartError(
+                    argv[0], reason=reason, errno=exc.errno
+                ) from exc
         self._started()
 
     def _posix_spawn(
@@ -189,7 +191,9 @@ class Child:
                 self._close(fd)
             if isinstance(exc, OSError):
                 reason = exc.strerror or str(exc)
-                raise BackendStartError(argv[0], reason=reason) from exc
+                raise BackendStartError(
+                    argv[0], reason=reason, errno=exc.errno
+                ) from exc
             raise
         for fd in theirs:
             os.close(fd)

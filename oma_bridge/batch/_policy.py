@@ -18,6 +18,7 @@ had already ended is reported as it ended.
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING, NamedTuple, final
 
 from ..bridge import (
@@ -65,10 +66,11 @@ def check_options(
 
 def is_run_wide(error: BaseException | None) -> bool:
     """Whether every item will fail as ``error`` did: the agent cannot start, or
-    it requires authentication that was not given."""
+    it requires authentication that was not given. Arguments too long
+    (``E2BIG``) are an item's own: its prompt, appended as an argument."""
     if isinstance(error, RemoteError):
         return error.rpc_code == _AUTH_REQUIRED
-    return isinstance(error, BackendStartError)
+    return isinstance(error, BackendStartError) and error.errno != errno.E2BIG
 
 
 class Outcome(NamedTuple):

@@ -98,16 +98,27 @@ class UnsupportedContentBlockError(OmaBridgeError):
 
 
 class BackendStartError(OmaBridgeError):
-    """The agent could not be started: command missing, not executable, bad cwd."""
+    """The agent could not be started: command missing, not executable, bad cwd.
+
+    Attributes:
+        errno: The OS error number when the system refused the start (``E2BIG``:
+            the arguments are too long), else None.
+    """
 
     code: ClassVar[str] = "BACKEND_START"
     terminal: ClassVar[bool] = True
 
     def __init__(
-        self, command: str, *, reason: str, searched_path: str | None = None
+        self,
+        command: str,
+        *,
+        reason: str,
+        searched_path: str | None = None,
+        errno: int | None = None,
     ) -> None:
         self.command = command
         self.searched_path = searched_path
+        self.errno = errno
         message = f"Cannot start {command!r}: {reason}."
         if searched_path is not None:
             message += f" Searched PATH={searched_path}."

@@ -194,6 +194,31 @@ def test_a_missing_command_stops_the_batch_after_a_few_and_says_so(
     assert "BACKEND_START 3: e.g. Cannot start" in done.stderr
 
 
+def test_prompts_too_long_for_an_argument_fail_alone_and_the_batch_goes_on(
+    tmp_path: Path,
+) -> None:
+    # With --input argument, a prompt past the kernel's limit for one argument
+    # (128 KiB on Linux) cannot start: E2BIG. That is the item's fault, not a
+    # failure every item will hit: three in a row stopped the whole batch.
+    out, source = tmp_path / "out.jsonl", tmp_path / "in.jsonl"
+    long = [{"id": f"long{i}", "prompt": "x" * 200_000} for i in range(4)]
+    short = [{"id": f"short{i}", "prompt": f"hi {i}"} for i in range(3)]
+    source.write_text("".join(json.dumps(r) + "\n" for r in long + short))
+    done = cli(
+        str(source), "--process", "echo", "--input", "argument", "-o", str(out),
+        "--concurrency", "1",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    rows = {r["id"]: r for r in records(out)}
+    assert "stopped launching" not in done.stderr
+    assert [rows[f"short{i}"]["output"] for i in range(3)] == [
+        f"hi {i}\n" for i in range(3)
+    ]
+    for i in range(4):
+        assert rows[f"long{i}"]["error_kind"] == "BACKEND_START"
+        assert "--input stdin" in rows[f"long{i}"]["error_message"]
+
+
 def test_an_acp_agent_requiring_login_stops_the_batch(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     source = tmp_path / "in.txt"

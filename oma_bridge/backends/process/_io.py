@@ -10,13 +10,14 @@ needs no waiting, and is the one place that decides what ``TERMINATE``,
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from typing import TYPE_CHECKING, final
 
 from ..._os.child import Child, begin_stop, end_stop
 from ..._os.reactor import READABLE, read_pipe
-from ...bridge import OmaBridgeError
+from ...bridge import BackendStartError, OmaBridgeError
 from .._run import prompt_text
 from ._core import RunCore, Step
 
@@ -115,8 +116,29 @@ class Plan:
                 blocking_output=True,  # read only when the reactor says so
             )
         except OmaBridgeError as exc:
-            self.core.failed(exc)
+            self.core.failed(self._too_long(exc))
             return None
+
+    def _too_long(self, error: OmaBridgeError) -> OmaBridgeError:
+        """``error``, with what to do when the prompt was too long for one
+        argument (``E2BIG``: Linux takes at most 128 KiB in one)."""
+        if (
+            not isinstance(error, BackendStartError)
+            or error.errno != errno.E2BIG
+            or self.config.input != "argument"
+        ):
+            return error
+        size = len(self.argv[-1].encode())
+        return BackendStartError(
+            self.config.command,
+            reason=(
+                f"the prompt ({size} bytes), passed as its last argument, is too "
+                "long for the system to start it with (Argument list too long); "
+                "send it on stdin instead: --input stdin on the command line, "
+                "input='stdin' in Python"
+            ),
+            errno=errno.E2BIG,
+        )
 
 
 # -- moving bytes ----------------------------------------------------------------------
