@@ -360,11 +360,13 @@ class RunCore:
                 "budget_exceeded": parser.budget_exceeded,
             }
         elif self._raw is not None:
-            # Cut by the cap: an incomplete character at the end is dropped
-            # (not final), as in the streamed text above.
-            output = codecs.getincrementaldecoder("utf-8")("replace").decode(
-                b"".join(self._raw), final=not self.truncated
-            )
+            raw = b"".join(self._raw)
+            if self.truncated:
+                # Cut by the cap: an incomplete character at the end is
+                # dropped (not final), as in the streamed text above.
+                output = codecs.getincrementaldecoder("utf-8")("replace").decode(raw)
+            else:
+                output = raw.decode("utf-8", "replace")
         else:
             held = self._decoder.decode(b"", final=True) if self._decoder else ""
             output = "".join(self._output) + held
