@@ -22,7 +22,7 @@ REDACTED = "[REDACTED]"
 #: "auth" but not "authenticate", "authentication": prose such as "authenticate:
 #: the agent ..." lost its next word, while "Authorization: ..." keeps its match.
 _SECRET_NAME = (
-    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential|auth(?!enticat)"
+    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|pwd|credential|auth(?!enticat)"
     r"|private[_-]?key|access[_-]?key|session[_-]?key|account[_-]?key|cookie)"
 )
 
@@ -123,9 +123,19 @@ def is_secret_name(name: str) -> bool:
     return name not in _NOT_SECRET and _name_looks_secret().search(name) is not None
 
 
+#: Variable names ending so hold a key or a password (OPENAI_KEY, DB_PASS),
+#: though in running text "monkey=" or "bypass:" are no secret's names.
+_SECRET_VARIABLE_ENDS = ("_KEY", "_PASS")
+
+
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """Values of variables whose names look secret, longest first."""
-    values = {v for k, v in env.items() if len(v) >= 6 and is_secret_name(k)}
+    values = {
+        v
+        for k, v in env.items()
+        if len(v) >= 6
+        and (is_secret_name(k) or k.upper().endswith(_SECRET_VARIABLE_ENDS))
+    }
     return tuple(sorted(values, key=len, reverse=True))
 
 

@@ -123,6 +123,12 @@ def test_secret_values_picks_secret_looking_names_only() -> None:
         "DB_PASSWORD": "value-of-password",
         "MY_SECRET": "value-of-secret",
         "AWS_ACCESS_KEY_ID": "value-of-access-key",
+        "AZURE_OPENAI_KEY": "value-of-a-key",
+        "SIGNING_KEY": "value-of-signing-key",
+        "DB_PASS": "value-of-pass",
+        "GPG_PASSPHRASE": "value-of-passphrase",
+        "KEYBOARD_LAYOUT": "dvorak-layout",
+        "BYPASS_CACHE": "always-value",
         "HOME": "/home/someone",
         "LANG": "C.UTF-8",
         "EDITOR": "vim-value",
@@ -134,6 +140,10 @@ def test_secret_values_picks_secret_looking_names_only() -> None:
         "value-of-password",
         "value-of-secret",
         "value-of-access-key",
+        "value-of-a-key",
+        "value-of-signing-key",
+        "value-of-pass",
+        "value-of-passphrase",
     }
 
 
