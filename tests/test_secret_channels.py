@@ -65,6 +65,19 @@ def assert_clean(*texts: str) -> None:
 # -- the library ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "backend", [ProcessBackendConfig, PtyBackendConfig, AcpBackendConfig]
+)
+def test_a_configs_repr_shows_no_value_of_its_env(backend: type) -> None:
+    """A user's log of a config (``%r``) shows no key: its env stays out."""
+    key = "q8W2e9R4t7Y1u3I6"  # no known shape: only the env says it is a key
+    config = AgentConfig(
+        name="a", backend=backend(command="agent", env={"MY_API_KEY": key})
+    )
+    assert key not in repr(config)
+    assert "command='agent'" in repr(config)
+
+
 async def test_a_process_agents_stderr_tail() -> None:
     config = ProcessBackendConfig(
         command=sys.executable, args=(str(PEERS / "fail.py"), "3")

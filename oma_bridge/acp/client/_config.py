@@ -62,7 +62,8 @@ class AcpBackendConfig:
     Attributes:
         command: The agent executable (looked up on the child's PATH) or a path.
         args: Its arguments, as separate argv elements.
-        env: Variables merged over the parent's environment for the agent.
+        env: Variables merged over the parent's environment for the agent (left
+            out of the repr: their values may be keys).
         scrub_env: Variables removed from the inherited environment first.
         cwd: The session's working directory (default: the current one); also
             the root of the file sandbox.
@@ -158,7 +159,7 @@ class AcpBackendConfig:
 
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     scrub_env: tuple[str, ...] = ()
     cwd: str | None = None
     permission: PermissionPolicy = "read-only"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
 
 from ..._os.checks import check_command, check_fields, config_from_dict
@@ -42,7 +42,8 @@ class ProcessBackendConfig:
     Attributes:
         command: The executable: a name looked up on the child's PATH, or a path.
         args: Arguments, passed as separate argv elements (never through a shell).
-        env: Variables merged over the parent's environment for the child.
+        env: Variables merged over the parent's environment for the child (left
+            out of the repr: their values may be keys).
         scrub_env: Variables removed from the inherited environment first.
         cwd: The child's working directory.
         input: How the prompt reaches it: ``"stdin"`` (written, then closed),
@@ -60,7 +61,7 @@ class ProcessBackendConfig:
 
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     scrub_env: tuple[str, ...] = ()
     cwd: str | None = None
     input: InputMode = "stdin"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..._os.checks import check_command
@@ -30,7 +30,8 @@ class PtyBackendConfig:
     Attributes:
         command: The executable: a name looked up on the child's PATH, or a path.
         args: Arguments, passed as separate argv elements (never through a shell).
-        env: Variables merged over the parent's environment for the child.
+        env: Variables merged over the parent's environment for the child (left
+            out of the repr: their values may be keys).
         scrub_env: Variables removed from the inherited environment first.
         cwd: The child's working directory.
         input: How the prompt reaches it: ``"terminal"`` (typed, then Enter),
@@ -53,7 +54,7 @@ class PtyBackendConfig:
 
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     scrub_env: tuple[str, ...] = ()
     cwd: str | None = None
     input: PtyInput = "terminal"
