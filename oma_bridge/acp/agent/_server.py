@@ -279,6 +279,7 @@ class Server:
         return answer
 
     async def _load_session(self, params: Params) -> JSONValue:
+        self._require(m.SESSION_LOAD)
         return await self._reopen_session(params, "load")
 
     async def _resume_session(self, params: Params) -> JSONValue:

@@ -269,6 +269,8 @@ async def test_resume_through_serve_reaches_an_official_sdk_agent(
             5, "session/prompt", {"sessionId": sid, "prompt": prompt}
         )
         unknown = await editor.call(6, "session/resume", {**new, "sessionId": "nope"})
+        # Not advertised: refused as such, not as an unknown session.
+        load = await editor.call(7, "session/load", {**new, "sessionId": sid})
         check_frames(editor.received, editor.asked)
     caps = init["result"]["agentCapabilities"]
     assert caps["sessionCapabilities"] == {"resume": {}, "close": {}}
@@ -283,6 +285,8 @@ async def test_resume_through_serve_reaches_an_official_sdk_agent(
     ]
     assert chunks[-1].startswith("reply to: second")  # the same conversation
     assert unknown["error"]["code"] == -32002  # the agent's own answer
+    assert load["error"]["code"] == -32601
+    assert "loadSession" in load["error"]["message"]
 
 
 async def test_a_terminal_login_is_shown_only_to_an_editor_that_runs_one(
