@@ -201,7 +201,10 @@ async def _run(
             try:
                 await _load(agent, key, known)
             except OmaBridgeError as exc:
-                return AgentRunResult(success=False, error=exc)
+                failed = AgentRunResult(success=False, error=exc)
+                if on_event is not None:  # jsonl's last line: the error
+                    on_event(ErrorEvent(exc, failed))
+                return failed
         result: AgentRunResult | None = None
         async with agent.stream(prompt) as events:
             async for event in events:

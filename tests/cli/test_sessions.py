@@ -194,3 +194,27 @@ def test_a_listing_escapes_lone_surrogates_and_control_characters(home: Path) ->
     table = cli(home, "sessions")
     assert table.returncode == 0
     assert table.stdout == "a\\ud800\ts\\x0a\\x1b[2J\tNone\t/w\tcat\n"
+
+
+def test_a_named_session_that_fails_to_load_ends_jsonl_with_an_error_line(
+    home: Path,
+) -> None:
+    # The load of a recorded session failed (here: a login), and the run
+    # ended with no line at all on stdout: `--format jsonl` promises that
+    # the last line is `done` or `error`, whatever went wrong.
+    agent = f"{LOGIN_AGENT} --at load"
+    path = home / "state" / "oma-bridge" / "sessions.json"
+    path.parent.mkdir(parents=True)
+    entry = {"name": "x", "agent": agent, "cwd": str(home / "work"), "session_id": "s1"}
+    path.write_text(json.dumps({"version": 1, "sessions": [entry]}))
+    done = cli(home, "run", "--acp", agent, "--session", "x", "--format", "jsonl", "hi")
+    assert done.returncode == 1
+    [line] = done.stdout.splitlines()
+    record = json.loads(line)
+    assert (record["type"], record["success"], record["exit_status"]) == (
+        "error",
+        False,
+        1,
+    )
+    assert record["error"]["type"] == "AuthRequiredError"
+    assert "requires a login" in record["error"]["message"]
