@@ -11,7 +11,8 @@ terminal login marked ``ACP_LOGIN_MARK``), and offers a terminal login method
 Its sessions outlive the process in ``ACP_STORE`` (a JSON file), so a later
 process lists, loads and deletes them.
 Each session offers config options ``model`` (select) and ``fast`` (boolean, only
-when the client advertises boolean options) and modes ``ask`` and ``code``.
+when the client advertises boolean options) and modes ``ask`` and ``code``;
+with ``--dependent``, also ``effort`` (select: low, high) once ``model`` is m2.
 
 Env: ACP_LOG=path appends every received frame as one JSON line and each request
 it sends as {"_sent": METHOD, "id": ID} (the layout of tests/peers/acp_agent.py).
@@ -136,6 +137,17 @@ def config_options(state: dict) -> list[dict]:
             "options": [{"value": v, "name": v.upper()} for v in ("m1", "m2")],
         }
     ]
+    if "--dependent" in ARGS and options[0]["currentValue"] == "m2":
+        # Only m2 thinks: its effort option appears once the model is m2.
+        options.append(
+            {
+                "id": "effort",
+                "name": "Effort",
+                "type": "select",
+                "currentValue": state.get("effort", "low"),
+                "options": [{"value": v, "name": v} for v in ("low", "high")],
+            }
+        )
     if booleans_offered():
         options.append(
             {

@@ -43,24 +43,43 @@ async def configure_session(
         assert isinstance(modes, dict)
         modes["currentModeId"] = config.mode
     if config.config_options:
-        await _set_options(conn, session_id, config, opened.get("configOptions"))
+        await _set_options(conn, session_id, config, opened)
     return opened
 
 
 async def _set_options(
-    conn: Connection, session_id: str, config: AcpBackendConfig, offered: JSONValue
+    conn: Connection,
+    session_id: str,
+    config: AcpBackendConfig,
+    opened: dict[str, JSONValue],
 ) -> None:
     """Set the wanted config options; each one set is marked current in
-    ``offered`` (the answer's ``configOptions``)."""
-    options = {
+    ``opened["configOptions"]``. The answer to each set is the complete set of
+    options (ACP, session config options: one may depend on another, such as
+    a model's effort levels), so it replaces the list the next one is looked
+    up in."""
+    for config_id, value in config.config_options.items():
+        options = _by_id(opened.get("configOptions"))
+        now, reply = await _set_config_option(
+            conn, session_id, config_id, value, options
+        )
+        if now is None:
+            continue
+        latest = reply.get("configOptions") if isinstance(reply, dict) else None
+        if isinstance(latest, list):
+            opened["configOptions"] = copy.deepcopy(latest)
+            options = _by_id(opened["configOptions"])
+        if config_id in options:
+            options[config_id]["currentValue"] = now
+
+
+def _by_id(offered: JSONValue) -> dict[JSONValue, dict[str, JSONValue]]:
+    """The options of a ``configOptions`` list, by id (the same objects)."""
+    return {
         option.get("id"): option
         for option in (offered if isinstance(offered, list) else [])
         if isinstance(option, dict)
     }
-    for config_id, value in config.config_options.items():
-        now = await _set_config_option(conn, session_id, config_id, value, options)
-        if now is not None:
-            options[config_id]["currentValue"] = now
 
 
 async def _set_mode(
@@ -92,9 +111,10 @@ async def _set_config_option(
     config_id: str,
     value: str | bool,
     options: dict[JSONValue, dict[str, JSONValue]],
-) -> JSONValue:
-    """Set one wanted option if the agent offers it, with a value it offers;
-    the value it now has, or None when it was skipped."""
+) -> tuple[JSONValue, JSONValue]:
+    """Set one wanted option if the agent offers it, with a value it offers:
+    the value it now has (None when it was skipped) and the agent's answer
+    (None when nothing was sent)."""
     option = options.get(config_id)
     kind = option.get("type") if option is not None else None
     if option is None or kind not in ("select", "boolean"):
@@ -103,7 +123,7 @@ async def _set_config_option(
             config_id,
             sorted(str(k) for k in options),
         )
-        return None
+        return None, None
     if kind == "boolean":
         return await _set_boolean(conn, session_id, config_id, value, option)
     if not isinstance(value, str):
@@ -112,19 +132,20 @@ async def _set_config_option(
             config_id,
             value,
         )
-        return None
+        return None, None
     values = _select_values(option.get("options"))
     if value not in values:
         logger.warning(
             "config option %r=%r ignored: the agent offers %s", config_id, value, values
         )
-        return None
-    if option.get("currentValue") != value:
-        await conn.request(
-            m.SESSION_SET_CONFIG_OPTION,
-            {"sessionId": session_id, "configId": config_id, "value": value},
-        )
-    return value
+        return None, None
+    if option.get("currentValue") == value:
+        return value, None
+    reply = await conn.request(
+        m.SESSION_SET_CONFIG_OPTION,
+        {"sessionId": session_id, "configId": config_id, "value": value},
+    )
+    return value, reply
 
 
 _BOOLEAN_WORDS = {"true": True, "false": False}
@@ -136,8 +157,9 @@ async def _set_boolean(
     config_id: str,
     value: str | bool,
     option: dict[str, JSONValue],
-) -> JSONValue:
-    """Set a boolean option (ACP: ``type: "boolean"`` and a boolean value)."""
+) -> tuple[JSONValue, JSONValue]:
+    """Set a boolean option (ACP: ``type: "boolean"`` and a boolean value);
+    as ``_set_config_option``."""
     wanted = value if isinstance(value, bool) else _BOOLEAN_WORDS.get(value.lower())
     if wanted is None:
         logger.warning(
@@ -145,18 +167,19 @@ async def _set_boolean(
             config_id,
             value,
         )
-        return None
-    if option.get("currentValue") is not wanted:
-        await conn.request(
-            m.SESSION_SET_CONFIG_OPTION,
-            {
-                "sessionId": session_id,
-                "configId": config_id,
-                "type": "boolean",
-                "value": wanted,
-            },
-        )
-    return wanted
+        return None, None
+    if option.get("currentValue") is wanted:
+        return wanted, None
+    reply = await conn.request(
+        m.SESSION_SET_CONFIG_OPTION,
+        {
+            "sessionId": session_id,
+            "configId": config_id,
+            "type": "boolean",
+            "value": wanted,
+        },
+    )
+    return wanted, reply
 
 
 def _select_values(options: JSONValue) -> list[str]:

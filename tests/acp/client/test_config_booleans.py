@@ -84,3 +84,25 @@ def test_config_fast_true_on_the_command_line(tmp_path) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "ok", "")
     (call,) = set_calls(tmp_path / "log")
     assert (call["type"], call["value"]) == ("boolean", True)
+
+
+async def test_an_option_that_appears_after_another_was_set_is_set_too(
+    tmp_path, caplog
+) -> None:
+    # ACP: the answer to session/set_config_option is the complete set of
+    # options, so that one may depend on another (a model's effort levels).
+    # Checked against the options of session/new instead, `effort` was
+    # skipped ("the agent offers ['fast', 'model']") though it was offered.
+    log = tmp_path / "log"
+    caplog.set_level(logging.WARNING)
+    config = full_agent(
+        tmp_path, "--dependent", config_options={"model": "m2", "effort": "high"}
+    )
+    with anyio.fail_after(WAIT):
+        async with agent_for(config) as agent:
+            assert (await agent.run("say:hi")).success
+    assert [(c["configId"], c["value"]) for c in set_calls(log)] == [
+        ("model", "m2"),
+        ("effort", "high"),
+    ]
+    assert "ignored" not in caplog.text
