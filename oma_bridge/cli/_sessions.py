@@ -335,7 +335,8 @@ def _delete_at_agent(
     import anyio
 
     from ..acp import AcpBackend, AcpBackendConfig
-    from ..bridge import OmaBridgeError
+    from ..acp.rpc import methods
+    from ..bridge import OmaBridgeError, RemoteError
     from ._agent_options import agent_config, error_message
 
     try:
@@ -348,12 +349,22 @@ def _delete_at_agent(
     agent = session_key("-", config).agent
     ids = [str(e.get("session_id")) for e in forgotten if e.get("agent") == agent]
 
+    unknown: list[str] = []
+
     async def delete() -> int | None:
         async with AcpBackend(backend_config) as backend:
             done = 0
             for session_id in ids:
-                if not await backend.delete_session(session_id):
-                    return None
+                try:
+                    if not await backend.delete_session(session_id):
+                        return None
+                except RemoteError as exc:
+                    # One the agent has forgotten is gone already: the rest
+                    # are still deleted (the names are forgotten by now).
+                    if exc.rpc_code != methods.RESOURCE_NOT_FOUND:
+                        raise
+                    unknown.append(session_id)
+                    continue
                 done += 1
             return done
 
@@ -364,7 +375,8 @@ def _delete_at_agent(
     if deleted is None:
         sys.stderr.write("the agent does not delete sessions (no session/delete)\n")
     else:
-        sys.stderr.write(f"deleted {deleted} at the agent\n")
+        gone = f" ({len(unknown)} it no longer knew)" if unknown else ""
+        sys.stderr.write(f"deleted {deleted} at the agent{gone}\n")
     return None
 
 

@@ -71,3 +71,26 @@ def test_forgetting_with_the_agent_given_deletes_it_there_too(tmp_path: Path) ->
     )
     assert record["named"] == []
     assert [s["title"] for s in record["agent"]] == ["Other"]
+
+
+def test_a_session_the_agent_forgot_does_not_keep_the_others_undeleted(
+    tmp_path: Path,
+) -> None:
+    # The agent refused to delete the one it no longer knew (-32002), and
+    # `forget --all` failed there: the names were forgotten already, and the
+    # sessions after it were never deleted at the agent.
+    for name in ("gone", "kept"):
+        cli(tmp_path, "run", "--acp", FULL_AGENT, "--session", name, "say:hi")
+    named = {
+        e["name"]: e["session_id"]
+        for e in json.loads(cli(tmp_path, "sessions", "list", "--json").stdout)
+    }
+    store = tmp_path / "store.json"
+    sessions = json.loads(store.read_text())
+    del sessions[named["gone"]]  # the agent forgot it
+    store.write_text(json.dumps(sessions))
+    forgot = cli(tmp_path, "sessions", "--acp", FULL_AGENT, "forget", "--all")
+    assert forgot.returncode == 0, forgot.stderr
+    assert "deleted 1 at the agent (1 it no longer knew)" in forgot.stderr
+    assert "forgot 2 sessions" in forgot.stderr
+    assert json.loads(store.read_text()) == {}

@@ -372,7 +372,8 @@ def main() -> None:
             if start + 2 < len(sessions):
                 result["nextCursor"] = str(start + 2)  # type: ignore[index]
         elif method == "session/delete":
-            store.pop(params["sessionId"], None)
+            if store.pop(params["sessionId"], None) is None:
+                error = {"code": -32002, "message": "Session not found"}
         elif method == "session/close":
             open_sessions.discard(params["sessionId"])
         elif method == "session/set_mode":
