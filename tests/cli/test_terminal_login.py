@@ -30,6 +30,7 @@ def agent_env(tmp_path: Path) -> dict[str, str]:
         "ACP_LOG": str(tmp_path / "log"),
         "ACP_STORE": str(tmp_path / "store.json"),
         "ACP_LOGIN_MARK": str(tmp_path / "logged-in"),
+        "XDG_STATE_HOME": str(tmp_path),  # the named sessions
     }
 
 
@@ -99,3 +100,98 @@ def test_without_a_terminal_the_command_to_run_is_named(tmp_path: Path) -> None:
     frames = received(tmp_path)
     assert "auth" not in frames[0]["params"]["clientCapabilities"]
     assert "authenticate" not in [f.get("method") for f in frames]
+
+
+def run_on_terminal(tmp_path: Path, *args: str) -> tuple[int, str]:
+    """``oma-bridge ARGS`` with a terminal as its stdio, pressing Enter at the
+    login's prompt: its exit status and what it drew."""
+    controller, terminal = pty.openpty()
+    try:
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "oma_bridge", *args],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            cwd=tmp_path,
+            env=agent_env(tmp_path),
+            start_new_session=True,
+        )
+    finally:
+        os.close(terminal)
+    drawn = b""
+    deadline = time.monotonic() + 30
+    try:
+        while b"press Enter" not in drawn and time.monotonic() < deadline:
+            drawn += os.read(controller, 4096)
+        os.write(controller, b"\n")
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the CLI and its children are gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+        code = cli.wait(timeout=30)
+    return code, drawn.decode(errors="replace")
+
+
+def test_a_terminal_login_at_session_load_keeps_the_loaded_session(
+    tmp_path: Path,
+) -> None:
+    # The login started the agent again, which cleared the session the load
+    # was opening: the retried session/load succeeded, yet no session was
+    # open after it, so the run opened a new one and `--session x` lost its
+    # conversation (and recorded the new id over it).
+    agent = f"{FULL_AGENT} --at-load"
+    first = oma_bridge_cli(
+        "run", "--acp", agent, "--session", "x", "say:one",
+        cwd=tmp_path, env=agent_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert (first.returncode, first.stdout) == (0, "one")
+    sessions = tmp_path / "oma-bridge" / "sessions.json"
+    [entry] = json.loads(sessions.read_text())["sessions"]
+    code, text = run_on_terminal(
+        tmp_path, "run", "--acp", agent, "--auth-method", "term",
+        "--session", "x", "say:two",
+    )  # fmt: skip
+    assert code == 0, text
+    assert text.rstrip().endswith("two")
+    prompts = [
+        f["params"]["sessionId"]
+        for f in received(tmp_path)
+        if f.get("method") == "session/prompt"
+    ]
+    assert prompts == [entry["session_id"]] * 2
+    assert json.loads(sessions.read_text())["sessions"] == [entry]
+
+
+def test_a_terminal_login_at_the_prompt_of_a_loaded_session_loads_it_again(
+    tmp_path: Path,
+) -> None:
+    # After the login started the agent again, the refused prompt went to a
+    # new session, not to the one `--session x` had just loaded.
+    agent = f"{FULL_AGENT} --at-prompt"
+    login = ("run", "--acp", agent, "--auth-method", "term", "--session", "x")
+    code, text = run_on_terminal(tmp_path, *login, "say:one")
+    assert code == 0, text
+    sessions = tmp_path / "oma-bridge" / "sessions.json"
+    [entry] = json.loads(sessions.read_text())["sessions"]
+    (tmp_path / "logged-in").unlink()  # the login has expired
+    before = len(received(tmp_path))
+    code, text = run_on_terminal(tmp_path, *login, "say:two")
+    assert code == 0, text
+    assert text.rstrip().endswith("two")
+    later = received(tmp_path)[before:]
+    prompts = [
+        f["params"]["sessionId"] for f in later if f.get("method") == "session/prompt"
+    ]
+    assert prompts == [entry["session_id"]] * 2  # refused, then answered
+    assert [f["method"] for f in later if f.get("method", "").startswith("session/")][
+        :2
+    ] == ["session/load", "session/prompt"]
+    assert "session/new" not in [f.get("method") for f in later]
+    assert json.loads(sessions.read_text())["sessions"] == [entry]

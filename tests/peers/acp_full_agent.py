@@ -7,7 +7,7 @@ none of them (a minimal agent); ``--mcp-http`` adds MCP over HTTP (not SSE);
 ``--needs-login`` refuses session/new (-32000) until authenticate (or a
 terminal login marked ``ACP_LOGIN_MARK``), and offers a terminal login method
 (its args: ``--login``); with ``--at-prompt`` only session/prompt is refused
-(as claude-agent-acp does).
+(as claude-agent-acp does), with ``--at-load`` only session/load and resume.
 Its sessions outlive the process in ``ACP_STORE`` (a JSON file), so a later
 process lists, loads and deletes them.
 Each session offers config options ``model`` (select) and ``fast`` (boolean, only
@@ -290,7 +290,8 @@ def main() -> None:
     open_sessions: set[str] = set()
     counter = 0
     mark = os.environ.get("ACP_LOGIN_MARK")
-    needs = "--needs-login" in ARGS or "--at-prompt" in ARGS
+    needs = any(f in ARGS for f in ("--needs-login", "--at-prompt", "--at-load"))
+    new_free = "--at-prompt" in ARGS or "--at-load" in ARGS
     logged_in = not needs or bool(mark and os.path.exists(mark))
     while True:
         msg = next_msg()
@@ -335,7 +336,7 @@ def main() -> None:
             logged_in = True
         elif method == "logout":
             logged_in = False
-        elif method == "session/new" and not logged_in and "--at-prompt" not in ARGS:
+        elif method == "session/new" and not logged_in and not new_free:
             error = {"code": -32000, "message": "Authentication required"}
         elif method == "session/new":
             counter += 1
@@ -349,7 +350,9 @@ def main() -> None:
             result = session_answer(sid, state)
         elif method in ("session/load", "session/resume"):
             sid = params["sessionId"]
-            if sid not in store:
+            if not logged_in and "--at-load" in ARGS:
+                error = {"code": -32000, "message": "Authentication required"}
+            elif sid not in store:
                 error = {"code": -32002, "message": f"Session not found: {sid}"}
             else:
                 store[sid]["dirs"] = params.get("additionalDirectories", [])
@@ -383,7 +386,7 @@ def main() -> None:
             state[params["configId"]] = params["value"]
             result = {"configOptions": config_options(state)}
         elif method == "session/prompt":
-            if not logged_in:
+            if not logged_in and "--at-load" not in ARGS:
                 error = {"code": -32000, "message": "Authentication required"}
             else:
                 sid = params["sessionId"]

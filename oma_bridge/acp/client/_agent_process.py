@@ -66,6 +66,7 @@ class SessionState:
     used: bool = False  # a run has prompted it
     system_prompt_sent: bool = False  # ACP has none: the first prompt carried it
     last_cost: float | None = None  # the cumulative cost at the last turn's end
+    reopened: bool = False  # an earlier session, opened with session/load or resume
 
 
 class AgentProcess:
@@ -334,7 +335,7 @@ class AgentProcess:
         # A load replays the conversation as session/update notifications: they
         # are history, kept apart (on_session_update), never output of a run.
         # The earlier session carries the system prompt already.
-        self.session = SessionState(session_id, system_prompt_sent=True)
+        self.session = SessionState(session_id, system_prompt_sent=True, reopened=True)
         replay = self.replay = Replay(max_output_bytes=self.config.max_output_bytes)
         try:
             result = await request_logged_in(
@@ -531,7 +532,10 @@ class AgentProcess:
                     if fd >= 0:
                         anyio.notify_closing(fd)
                 child.close()
-        self.session = SessionState()
+        if self.replay is None:
+            self.session = SessionState()
+        # else a session/load asked for the login: it is retried on the new
+        # agent, and its replay and session stay the one being opened.
         self.init, self.exit_seen = {}, False
         self.tail = StderrTail(self.config.stderr_tail_bytes)
         await self.start(open_session=False)
@@ -557,6 +561,28 @@ class AgentProcess:
                 self,
                 f"Opening a new session of the ACP agent {self.config.command!r}",
                 self.config.startup_timeout,
+            )
+
+    async def reopen(self, earlier: SessionState) -> None:
+        """Open the session of ``earlier`` on an agent started again (a
+        terminal login): loaded again if it was an earlier session, else a new
+        one; within ``startup_timeout``.
+
+        Raises:
+            OmaBridgeError: as ``new_session`` and ``load``.
+        """
+        if not earlier.reopened:
+            await self.new_session()
+            return
+        limit = self.config.startup_timeout
+        with anyio.move_on_after(limit) as scope:
+            await self.load(earlier.id)
+        if scope.cancelled_caught:
+            raise timed_out(
+                self,
+                f"Loading session {earlier.id!r} of the ACP agent "
+                f"{self.config.command!r}",
+                limit,
             )
 
     async def close_session(self) -> None:

@@ -350,7 +350,7 @@ class AcpRun:
             session.system_prompt_sent = self._system_sent_before  # it was refused
             if not agent.session_id:  # a terminal login started the agent again
                 try:
-                    await agent.new_session()
+                    await agent.reopen(session)  # a loaded one is loaded again
                 except OmaBridgeError as error:
                     return self._terminal(error)
             await self._prompt(agent)
