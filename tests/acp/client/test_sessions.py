@@ -29,6 +29,7 @@ from oma_bridge import (
     UserMessageEvent,
 )
 from oma_bridge.acp import AcpBackendConfig
+from oma_bridge.acp.client._replay import Replay
 
 from ..support import PEERS, WAIT, agent_for, fake_agent
 
@@ -148,6 +149,52 @@ async def test_agent_load_session_between_runs(sdk, tmp_path) -> None:
     sent = [m.get("method") for way, m in frames if way == "out"]
     assert sent.count("initialize") == 1 and "session/new" not in sent
     assert sent.count("session/load") == 2
+
+
+async def test_each_replayed_prompt_is_a_message_of_its_own(sdk, tmp_path) -> None:
+    # A turn that ended without a reply (only a tool call) was followed by
+    # the next prompt, and both prompts became one user message
+    # "first questionsecond question".
+    (tmp_path / "s-1.json").write_text(
+        json.dumps([["first question", ""], ["second question", "second answer"]])
+    )
+    async with agent_for(session_agent(sdk, tmp_path)) as agent:
+        with anyio.fail_after(WAIT):
+            replay = await agent.load_session("s-1")
+    assert [(m["role"], m["content"][0]["text"]) for m in replay.messages] == [
+        ("user", "first question"),
+        ("user", "second question"),
+        ("assistant", "second answer"),
+    ]
+
+
+def test_a_change_of_message_id_starts_a_new_message() -> None:
+    def chunk(kind: str, text: str, message_id: str | None = None) -> dict:
+        update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        return update if message_id is None else {**update, "messageId": message_id}
+
+    replay = Replay()
+    for update in (
+        chunk("user_message_chunk", "a", "u1"),
+        chunk("user_message_chunk", "b", "u1"),
+        chunk("user_message_chunk", "c", "u2"),
+        chunk("agent_message_chunk", "d"),
+        {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "T"},
+        chunk("agent_message_chunk", "e"),  # the same reply, across its tool
+        chunk("agent_message_chunk", "f", "m2"),
+        chunk("agent_message_chunk", "g", "m2"),
+    ):
+        replay.feed(update)
+    said = [
+        (m["role"], m["content"][0]["text"])
+        for m in replay.result("s", "load").messages
+    ]
+    assert said == [
+        ("user", "ab"),
+        ("user", "c"),
+        ("assistant", "de"),
+        ("assistant", "fg"),
+    ]
 
 
 async def test_an_unknown_id_is_refused_and_the_next_run_opens_a_new_session(
