@@ -247,19 +247,32 @@ def _can_load(agent: Agent, key: SessionKey) -> bool:
 
 
 async def _load(agent: Agent, key: SessionKey, session_id: str) -> None:
-    """Load the recorded session; an id the agent refuses gives a new one."""
-    from ..bridge import AuthRequiredError, RemoteError
+    """Load the recorded session; an id the agent refuses gives a new one, and
+    so does an agent that can no longer load or resume any (a new release)."""
+    from ..acp import AcpBackend
+    from ..bridge import AuthRequiredError, BackendStartError, RemoteError
 
     try:
         await agent.load_session(session_id)
     except AuthRequiredError:
         raise
     except RemoteError as exc:
-        sys.stderr.write(
-            f"oma-bridge: session {key.name!r} ({session_id}) could not be loaded "
-            f"({exc.rpc_message or exc}); starting a new one under that name\n"
-        )
-        sys.stderr.flush()
+        why, then = exc.rpc_message or str(exc), " under that name"
+    except BackendStartError:
+        backend = agent.backend
+        if (
+            not isinstance(backend, AcpBackend)
+            or backend.can_load_sessions is not False
+        ):
+            raise  # it did not start
+        why, then = "the agent can neither load nor resume sessions", ""
+    else:
+        return
+    sys.stderr.write(
+        f"oma-bridge: session {key.name!r} ({session_id}) could not be loaded "
+        f"({why}); starting a new one{then}\n"
+    )
+    sys.stderr.flush()
 
 
 # -- oma-bridge sessions -----------------------------------------------------------

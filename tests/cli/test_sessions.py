@@ -218,3 +218,31 @@ def test_a_named_session_that_fails_to_load_ends_jsonl_with_an_error_line(
     )
     assert record["error"]["type"] == "AuthRequiredError"
     assert "requires a login" in record["error"]["message"]
+
+
+def test_a_name_kept_for_an_agent_that_can_no_longer_load_goes_on_anew(
+    home: Path,
+) -> None:
+    # A name recorded while the agent could load sessions (an older release,
+    # the same command line) failed every later run as "Cannot start ...",
+    # exit status 127, instead of going on as for an agent that never could.
+    path = home / "state" / "oma-bridge" / "sessions.json"
+    path.parent.mkdir(parents=True)
+    entry = {
+        "name": "x",
+        "agent": LOGIN_AGENT,
+        "cwd": str(home / "work"),
+        "session_id": "s0",
+    }
+    path.write_text(json.dumps({"version": 1, "sessions": [entry]}))
+    done = cli(
+        home, "run", "--acp", LOGIN_AGENT, "--auth-method", "token",
+        "--session", "x", "hi",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "hello hi")
+    assert done.stderr.splitlines() == [
+        "oma-bridge: session 'x' (s0) could not be loaded (the agent can neither "
+        "load nor resume sessions); starting a new one",
+        "oma-bridge: this agent can neither load nor resume sessions; session 'x' "
+        "was not recorded (run without --session)",
+    ]
