@@ -10,7 +10,6 @@ prints the JSON Schema of ``oma-bridge.toml`` (``--schema``).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from ._main import EXIT_FAILED, EXIT_OK, HelpFormatter, fail
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
 
     from ..presets import Preset
 
@@ -116,34 +116,49 @@ def _handle(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _entries() -> list[tuple[str, str, Preset]]:
-    """(name, kind, recipe) of every agent: configured, preset, registry."""
+def _entries() -> list[tuple[str, str, Preset, dict[str, str]]]:
+    """(name, kind, recipe, environment) of every agent: configured, preset,
+    registry. The environment is the one its runs get (ours, minus what it
+    scrubs, with its own ``env`` over it): its PATH finds the command, its
+    variables hold the credentials."""
+    from .._os.command import child_env
     from ..presets import PRESETS
     from ..presets.config import configured_agents
     from ..presets.registry import REGISTRY_PREFIX
 
+    def env_of(known: Preset, given: object = None) -> dict[str, str]:
+        own = dict(given) if isinstance(given, dict) else {}
+        return child_env({**known.env, **own}, known.scrub_env)
+
     found = [
-        (name, "configured", agent.preset)
+        (
+            name,
+            "configured",
+            agent.preset,
+            env_of(agent.preset, agent.options.get("env")),
+        )
         for name, agent in configured_agents().items()
     ]
     for name in PRESETS:
         kind = "registry" if name.startswith(REGISTRY_PREFIX) else "preset"
-        found.append((name, kind, PRESETS[name]))
+        found.append((name, kind, PRESETS[name], env_of(PRESETS[name])))
     return found
 
 
-def _which(command: str) -> str | None:
+def _which(command: str, search: str | None) -> str | None:
     from .._os.command import resolve_executable
     from ..bridge.errors import BackendStartError
 
     try:
-        return resolve_executable(command, os.environ.get("PATH"), None)
+        return resolve_executable(command, search, None)
     except BackendStartError:
         return None
 
 
-def _probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
-    """Run ``argv`` (no stdin): its exit status and first line of output
+def _probe(
+    argv: list[str], timeout: float, env: Mapping[str, str]
+) -> tuple[int | None, str]:
+    """Run ``argv`` (no stdin, in ``env``): its exit status and first line of output
     (stdout's, else stderr's); None as status when it could not start or had
     not finished within ``timeout`` (then its whole process group is stopped
     and reaped, as every child is)."""
@@ -154,7 +169,7 @@ def _probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
     from ..bridge.errors import BackendStartError
 
     try:
-        child = Child(argv, env=os.environ, cwd=None, pipe_stdin=False)
+        child = Child(argv, env=env, cwd=None, pipe_stdin=False)
     except BackendStartError:
         return None, ""
     output = {child.stdout: bytearray(), child.stderr: bytearray()}
@@ -184,9 +199,9 @@ def _probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
     return status, next((line for line in lines if line), "")[:60]
 
 
-def _version(path: str, timeout: float) -> str | None:
+def _version(path: str, timeout: float, env: Mapping[str, str]) -> str | None:
     """The first line ``path --version`` prints, or None."""
-    status, first = _probe([path, "--version"], timeout)
+    status, first = _probe([path, "--version"], timeout, env)
     return first if status == 0 and first else None
 
 
@@ -199,13 +214,14 @@ _LOGIN_STATES = {
 }
 
 
-def _login_state(check: tuple[str, ...], timeout: float) -> str:
-    """What the CLI's login check says (a key of ``_LOGIN_STATES``): it may be
-    another program than the agent's (claude-agent-acp is checked by `claude`)."""
-    path = _which(check[0])
+def _login_state(check: tuple[str, ...], timeout: float, env: Mapping[str, str]) -> str:
+    """What the CLI's login check says (a key of ``_LOGIN_STATES``), run in the
+    agent's environment: it may be another program than the agent's
+    (claude-agent-acp is checked by `claude`)."""
+    path = _which(check[0], env.get("PATH"))
     if path is None:
         return "check_not_installed"
-    status, _ = _probe([path, *check[1:]], timeout)
+    status, _ = _probe([path, *check[1:]], timeout, env)
     if status is None:
         return "no_answer"
     return "logged_in" if status == 0 else "logged_out"
@@ -224,10 +240,10 @@ def _command_line(known: Preset) -> str:
     return line
 
 
-def _as_installed(known: Preset) -> Preset:
-    """``known`` with the command that would run here (an older name of a
-    renamed adapter, when only that one is installed)."""
-    command = known.installed_command(os.environ.get("PATH"))
+def _as_installed(known: Preset, search: str | None) -> Preset:
+    """``known`` with the command that would run on ``search`` (an older name
+    of a renamed adapter, when only that one is installed)."""
+    command = known.installed_command(search)
     if command == known.command:
         return known
     import dataclasses
@@ -236,14 +252,21 @@ def _as_installed(known: Preset) -> Preset:
 
 
 def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
-    entries = [(name, kind, _as_installed(known)) for name, kind, known in _entries()]
-    paths = {known.command: _which(known.command) for _, _, known in entries}
+    entries = [
+        (name, kind, _as_installed(known, env.get("PATH")), env)
+        for name, kind, known, env in _entries()
+    ]
+    paths = {
+        (known.command, env.get("PATH")): _which(known.command, env.get("PATH"))
+        for _, _, known, env in entries
+    }
     versions, logged_in = _probe_all(entries, paths, timeout, check_login)
     rows = []
     matrix = _matrix()
-    for name, kind, known in entries:
-        path = paths[known.command]
-        login_state = logged_in.get(known.login_check)
+    for name, kind, known, env in entries:
+        path = paths[known.command, env.get("PATH")]
+        probed = _Probe(path or "", env)
+        login_state = logged_in.get(_Probe(known.login_check, env))
         runner = known.command in _RUNNERS
         rows.append(
             {
@@ -252,11 +275,9 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
                 "transport": known.transport,
                 "installed": path is not None,
                 "path": path,
-                "version": known.version if runner else versions.get(path or ""),
+                "version": known.version if runner else versions.get(probed),
                 "credentials": list(known.credentials),
-                "unset_credentials": [
-                    v for v in known.credentials if not os.environ.get(v)
-                ],
+                "unset_credentials": [v for v in known.credentials if not env.get(v)],
                 "login_check": list(known.login_check) or None,
                 "logged_in": {"logged_in": True, "logged_out": False}.get(
                     login_state or ""
@@ -271,24 +292,54 @@ def _rows(timeout: float, *, check_login: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
+class _Probe:
+    """What is probed (a path, a login check) in which environment: equal for
+    equal ones, so that each is run once however many agents share it."""
+
+    __slots__ = ("env", "key", "what")
+
+    def __init__(self, what: Any, env: Mapping[str, str]) -> None:
+        self.what = what
+        self.env = env
+        self.key = (what, tuple(sorted(env.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Probe) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
 def _probe_all(
-    entries: list[tuple[str, str, Preset]],
-    paths: dict[str, str | None],
+    entries: list[tuple[str, str, Preset, dict[str, str]]],
+    paths: dict[tuple[str, str | None], str | None],
     timeout: float,
     check_login: bool,
-) -> tuple[dict[str, str | None], dict[tuple[str, ...], str]]:
-    """Each installed CLI's version and (if asked) login state, probed at once."""
+) -> tuple[dict[_Probe, str | None], dict[_Probe, str]]:
+    """Each installed CLI's version and (if asked) login state, probed at once,
+    each in the environment of the agents that run it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    probe = sorted({p for c, p in paths.items() if p and c not in _RUNNERS})
-    checks = sorted({k.login_check for _, _, k in entries if k.login_check})
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = pool.map(lambda path: _version(path, timeout), probe)
-        logins = pool.map(
-            lambda c: _login_state(c, timeout), checks if check_login else []
+    probe = list(
+        dict.fromkeys(
+            _Probe(path, env)
+            for _, _, known, env in entries
+            if (path := paths[known.command, env.get("PATH")])
+            and known.command not in _RUNNERS
         )
+    )
+    checks = list(
+        dict.fromkeys(
+            _Probe(known.login_check, env)
+            for _, _, known, env in entries
+            if known.login_check and check_login
+        )
+    )
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = pool.map(lambda p: _version(p.what, timeout, p.env), probe)
+        logins = pool.map(lambda c: _login_state(c.what, timeout, c.env), checks)
         versions = dict(zip(probe, found, strict=True))
-        logged_in = dict(zip(checks, logins, strict=False))
+        logged_in = dict(zip(checks, logins, strict=True))
     return versions, logged_in
 
 

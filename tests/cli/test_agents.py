@@ -345,3 +345,48 @@ def test_a_key_in_a_named_agents_args_is_not_listed(home: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert "keyed" in done.stdout
         assert key not in done.stdout + done.stderr
+
+
+def test_a_named_agents_own_env_decides_installed_credentials_and_login(
+    home: Path,
+) -> None:
+    # The run finds the command on the child's PATH and hands it the file's
+    # variables: the listing looked at ours only, so it said "not installed"
+    # and "unset" of an agent that runs, logged in, with its key.
+    own = home / "own-bin"
+    own.mkdir()
+    script = own / "my-agent"
+    script.write_text('#!/bin/sh\necho "my-agent 1.2"\n')
+    script.chmod(0o755)
+    codex = own / "codex"
+    codex.write_text(
+        '#!/bin/sh\ncase "$*" in "--version") echo 0.50.0 ;;\n'
+        '"login status") test "$CODEX_HOME" = /srv/codex ;; esac\n'
+    )
+    codex.chmod(0o755)
+    path = f"{own}:/usr/bin:/bin"
+    (home / "work" / "oma-bridge.toml").write_text(
+        f'[agents.mine]\ntransport = "process"\ncommand = "my-agent"\n'
+        f'env = {{ PATH = "{path}" }}\n\n'
+        '[agents.keyed]\npreset = "claude"\n'
+        'env = { ANTHROPIC_API_KEY = "sk-ant-in-the-file" }\n\n'
+        f'[agents.reviewer]\npreset = "codex"\n'
+        f'env = {{ PATH = "{path}", CODEX_HOME = "/srv/codex" }}\n'
+    )
+    found = rows(home, "--check-login")
+    mine = found["mine"]
+    assert (mine["installed"], mine["path"]) == (True, str(script))
+    assert mine["version"] == "my-agent 1.2"
+    assert found["keyed"]["unset_credentials"] == ["CLAUDE_CODE_OAUTH_TOKEN"]
+    assert found["claude"]["unset_credentials"] == [
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ]
+    reviewer = found["reviewer"]
+    assert (reviewer["installed"], reviewer["version"]) == (True, "0.50.0")
+    assert reviewer["logged_in"] is True
+    assert found["codex"]["installed"] is False  # not on our PATH
+    plain = agents(home).stdout
+    assert "sk-ant-in-the-file" not in plain
+    line = next(x for x in plain.splitlines() if x.startswith("keyed "))
+    assert " set " in line
