@@ -130,6 +130,19 @@ def test_a_value_the_config_refuses_is_named_at_load(work: Path) -> None:
     assert problem(work) == f"{path}: agents.mine.timeout: must be positive"
 
 
+def test_an_environment_that_cannot_be_set_is_named_at_load(work: Path) -> None:
+    # It was accepted, and `run --agent mine` ended in a ValueError traceback
+    # from the spawn ("illegal environment variable name").
+    path = write(work, '[agents.mine]\npreset = "codex"\nenv = { "A=B" = "x" }\n')
+    assert problem(work).startswith(
+        f"{path}: agents.mine.env: holds 'A=B', which is not a variable name"
+    )
+    write(work, '[agents.mine]\npreset = "codex"\nenv = { K = "a\\u0000b" }\n')
+    assert problem(work) == (
+        f"{path}: agents.mine.env: holds a NUL character in the value of 'K'"
+    )
+
+
 def test_a_command_line_as_command_gets_a_hint_to_use_args(work: Path) -> None:
     text = '[agents.mine]\ntransport = "process"\ncommand = "my-agent --quiet"\n'
     path = write(work, text)

@@ -97,9 +97,10 @@ def check_fields(config: object) -> None:
 
 
 def check_command(config: Any) -> None:
-    """Raise TypeError unless a config's ``command`` is a non-empty str and its
-    ``args`` a sequence of str (a str is not: it would run letter by letter);
-    ``args`` is kept as a tuple."""
+    """Raise TypeError unless a config's ``command`` is a non-empty str, its
+    ``args`` a sequence of str (a str is not: it would run letter by letter)
+    and its ``env`` settable (names without "=", no NULs); ``args`` is kept as
+    a tuple."""
     name = type(config).__name__
     if not isinstance(config.command, str) or not config.command:
         raise TypeError(f"{name}.command must be a non-empty str")
@@ -110,6 +111,16 @@ def check_command(config: Any) -> None:
         # A command line is C strings: a NUL cannot be passed, only cut short.
         raise TypeError(f"{name}.command and args must not contain a NUL character")
     object.__setattr__(config, "args", tuple(args))
+    # So is the environment, each entry NAME=VALUE: a name that is empty or
+    # holds "=" cannot be set, and the spawn would raise a bare ValueError.
+    for key, value in (getattr(config, "env", None) or {}).items():
+        if not key or "=" in key or "\0" in key:
+            raise TypeError(
+                f"{name}.env holds {key!r}, which is not a variable name (it "
+                "must be non-empty, without '=' or a NUL character)"
+            )
+        if "\0" in value:  # the value is never shown: it may be a key
+            raise TypeError(f"{name}.env holds a NUL character in the value of {key!r}")
 
 
 def config_from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:

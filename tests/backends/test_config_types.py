@@ -93,3 +93,27 @@ def test_a_key_in_the_wrong_field_is_not_quoted_in_the_error(cls) -> None:
     assert "timeout must be a number or None, got '[REDACTED]' (str)" in str(
         caught.value
     )
+
+
+@pytest.mark.parametrize("cls", [*CONFIGS, PtyBackendConfig])
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"A=B": "x"}, "env holds 'A=B', which is not a variable name"),
+        ({"": "x"}, "env holds '', which is not a variable name"),
+        ({"A\0": "x"}, "env holds 'A\\x00', which is not a variable name"),
+        (
+            {"API_KEY": "sk-\0secret"},
+            "env holds a NUL character in the value of 'API_KEY'",
+        ),
+    ],
+)
+def test_an_environment_that_cannot_be_set_is_refused_at_construction(
+    cls, env, said
+) -> None:
+    # It was accepted, then the first run's spawn raised a bare ValueError
+    # ("illegal environment variable name", "embedded null byte") as a traceback.
+    with pytest.raises(TypeError) as caught:
+        cls(command="agent", env=env)
+    assert str(caught.value).startswith(f"{cls.__name__}.{said}")
+    assert "secret" not in str(caught.value)
