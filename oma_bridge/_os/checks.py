@@ -10,6 +10,7 @@ checked by the config itself.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -28,7 +29,13 @@ _T = TypeVar("_T")
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    # NaN is no number of seconds: every comparison with it is false, so no
+    # range check below refuses it, and a deadline of NaN raised mid-run.
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not math.isnan(value)
+    )
 
 
 def _strings(value: object) -> bool:

@@ -58,9 +58,11 @@ def check_options(
         raise ValueError(f"{caller} concurrency must be at least 1")
     if not 0 <= retries <= MAX_RETRIES:
         raise ValueError(f"{caller} retries must be 0 to {MAX_RETRIES}")
-    if timeout is not None and timeout <= 0:
+    # Written so that NaN fails too: it compares false with everything, and a
+    # NaN timeout never fired.
+    if timeout is not None and not timeout > 0:
         raise ValueError(f"{caller} timeout must be positive")
-    if backoff < 0:
+    if not backoff >= 0:
         raise ValueError(f"{caller} backoff must not be negative")
 
 

@@ -73,7 +73,7 @@ class RetryPolicy:
     def __init__(self, retries: int = 0, backoff: float = 1.0) -> None:
         if not 0 <= retries <= MAX_RETRIES:
             raise ValueError(f"RetryPolicy retries must be 0 to {MAX_RETRIES}")
-        if backoff < 0:
+        if not backoff >= 0:  # NaN too
             raise ValueError("RetryPolicy backoff must not be negative")
         self.retries = retries
         self.backoff = backoff

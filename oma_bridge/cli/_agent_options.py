@@ -49,7 +49,7 @@ def positive_float(value: str) -> float:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if number <= 0:
+    if not number > 0:  # NaN too: no deadline is ever past it
         raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
     return number
 

@@ -327,8 +327,8 @@ def _refused(args: argparse.Namespace) -> str | None:
                 f"{args.output} already holds results; use --resume (or "
                 "--resume-failed) to continue it, or choose another --output"
             )
-    if args.backoff < 0:
-        return "--backoff must not be negative"
+    if not args.backoff >= 0:  # NaN too
+        return "--backoff must be a number of seconds, not negative"
     return None
 
 

@@ -22,6 +22,10 @@ CONFIGS = [ProcessBackendConfig, AcpBackendConfig]
         ({"args": "-p"}, "args must be a list or tuple of str, got '-p' (str)"),
         ({"max_output_bytes": 1.5}, "max_output_bytes must be an int"),
         ({"cwd": 3}, "cwd must be a str or None, got 3 (int)"),
+        # NaN passed every range check (all comparisons with it are false), and
+        # the run raised "deadline must not be NaN" (or never timed out).
+        ({"timeout": float("nan")}, "timeout must be a number or None, got nan"),
+        ({"kill_grace": float("nan")}, "kill_grace must be a number, got nan"),
     ],
 )  # fmt: skip
 def test_a_wrong_type_fails_at_construction(cls, options, message) -> None:
@@ -117,3 +121,10 @@ def test_an_environment_that_cannot_be_set_is_refused_at_construction(
         cls(command="agent", env=env)
     assert str(caught.value).startswith(f"{cls.__name__}.{said}")
     assert "secret" not in str(caught.value)
+
+
+def test_a_negative_kill_grace_is_refused_as_the_pty_backend_refuses_it() -> None:
+    with pytest.raises(ValueError, match="kill_grace must not be negative"):
+        ProcessBackendConfig(command="agent", kill_grace=-1)
+    with pytest.raises(ValueError, match="kill_grace must not be negative"):
+        PtyBackendConfig(command="agent", kill_grace=-1)

@@ -160,3 +160,24 @@ def test_retries_past_the_cap_are_a_usage_error_not_a_traceback(workdir: Path) -
         "oma-bridge batch: error: argument --retries: at most 100: '1000'"
     )
     assert not (workdir / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (("--timeout", "nan"), "argument --timeout: must be positive: 'nan'"),
+        (("--backoff", "nan"), "--backoff must be a number of seconds, not negative"),
+    ],
+)
+def test_nan_seconds_are_refused_before_anything_runs(
+    workdir: Path, option: tuple[str, str], said: str
+) -> None:
+    # --timeout nan never timed out: the item ran for as long as it ran; a
+    # retry after --backoff nan waited up to a minute.
+    done = batch(
+        "--process", "touch ran", "in.txt", "--retries", "1", *option, cwd=workdir
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert said in done.stderr
+    assert not (workdir / "ran").exists()

@@ -150,6 +150,9 @@ def test_hooks_and_agents_that_need_an_event_loop_are_left_to_run_batch(
         ({"retries": 101}, "retries must be 0 to 100"),
         ({"timeout": 0}, "timeout must be positive"),
         ({"backoff": -1.0}, "backoff must not be negative"),
+        # NaN compares false with everything: a NaN timeout never fired.
+        ({"timeout": float("nan")}, "timeout must be positive"),
+        ({"backoff": float("nan")}, "backoff must not be negative"),
     ],
 )
 def test_options_out_of_range_are_refused_as_run_batch_refuses_them(

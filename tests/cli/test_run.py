@@ -142,6 +142,15 @@ def test_help_answers_every_option() -> None:
         assert option in done.stdout, option
 
 
+def test_a_timeout_of_nan_is_a_usage_error() -> None:
+    # It passed the "positive" check (NaN compares false) and the run ended in
+    # a traceback: "ValueError: Invalid value NaN (not a number)".
+    done = cli("run", "--timeout", "nan", "--process", "cat", "hi")
+    assert done.returncode == 2, done.stderr
+    assert "argument --timeout: must be positive: 'nan'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_no_command_is_a_usage_error() -> None:
     done = cli()
     assert done.returncode == 2

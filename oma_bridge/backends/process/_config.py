@@ -83,6 +83,8 @@ class ProcessBackendConfig:
             raise ValueError("ProcessBackendConfig.timeout must be positive")
         if self.max_output_bytes < 0 or self.stderr_tail_bytes < 0:
             raise ValueError("byte limits must not be negative")
+        if self.kill_grace < 0:
+            raise ValueError("ProcessBackendConfig.kill_grace must not be negative")
         if self.output_format not in OUTPUT_FORMATS:
             raise ValueError(
                 f"ProcessBackendConfig.output_format must be one of "
