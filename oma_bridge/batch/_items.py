@@ -160,11 +160,19 @@ def as_items(
     is read lazily, and a wrong item fails when it is reached.
 
     Raises:
-        TypeError: an item is not a ``BatchItem``, a string or a mapping, or a
+        TypeError: ``items`` is one item (a string, a mapping, a ``BatchItem``),
+            an item is not a ``BatchItem``, a string or a mapping, or a
             mapping's field has the wrong type (its position and key named).
         ValueError: a mapping lacks its input, has both ``prompt`` and
             ``messages``, or uses a key of the result.
     """
+    if isinstance(items, (str, bytes, Mapping, BatchItem)):
+        # One item where the items go: a str ran each of its characters as a
+        # prompt, a mapping each of its keys.
+        raise TypeError(
+            "run_batch items must be an iterable of items (a list, a generator), "
+            f"got one {type(items).__name__}; put it in a list"
+        )
     converted = _converted(items)
     if isinstance(items, Collection):
         return iter(list(converted))

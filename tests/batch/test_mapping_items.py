@@ -185,3 +185,23 @@ def test_a_record_read_by_hand_follows_the_same_rules() -> None:
     assert record == {"prompt": "x", "tag": [1]}  # not mutated
     with pytest.raises(ValueError, match=r"^needs exactly one of 'prompt' or"):
         BatchItem.from_dict({"id": "a"}, default_id=1)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        "one prompt",
+        b"one prompt",
+        {"id": "a", "prompt": "x"},
+        BatchItem(id=1, input="x"),
+    ],
+)
+def test_one_item_given_as_the_items_is_refused_when_the_batch_is_made(
+    items: object,
+) -> None:
+    # A str ran each of its characters as a prompt (ids 1 to 10), a mapping
+    # each of its keys ("id", "prompt"), and both reported success.
+    config = AgentConfig(name="u", backend=UPPER)
+    for run in (run_batch, run_batch_sync):
+        with pytest.raises(TypeError, match=r"got one \w+; put it in a list"):
+            run(config, items)  # type: ignore[arg-type]
