@@ -59,6 +59,21 @@ def test_a_preset_with_overrides(work: Path) -> None:
     assert (config.name, config.system_prompt) == ("fast", "Be brief.")
 
 
+def test_env_given_to_agent_config_is_merged_over_the_files(work: Path) -> None:
+    # `--env` is merged over the file's env; agent_config(env=...) replaced it,
+    # so the agent lost CODEX_HOME from the file (the preset's env is merged).
+    write(
+        work,
+        '[agents.reviewer]\npreset = "codex"\nenv = { CODEX_HOME = "/srv/codex" }\n',
+    )
+    agent = configured_agents(str(work))["reviewer"]
+    backend = agent.agent_config(env={"EXTRA": "1"}).backend
+    assert backend.env == {"CODEX_HOME": "/srv/codex", "EXTRA": "1"}
+    backend = agent.agent_config(env={"CODEX_HOME": "/mine"}).backend
+    assert backend.env == {"CODEX_HOME": "/mine"}
+    assert agent.options["env"] == {"CODEX_HOME": "/srv/codex"}  # left as it was
+
+
 def test_an_agent_without_a_preset(work: Path) -> None:
     write(
         work,

@@ -106,10 +106,18 @@ class NamedAgent:
     source: str
 
     def agent_config(self, **options: object) -> AgentConfig:
-        """Its ``AgentConfig``; ``options`` go over the configured ones."""
+        """Its ``AgentConfig``; ``options`` go over the configured ones, and
+        ``env`` is merged over the file's (as ``--env`` is, and as
+        ``preset()`` merges it over the preset's own)."""
+        from collections.abc import Mapping
+
         from ..bridge import AgentConfig
 
-        backend = self.preset.backend_config(**{**self.options, **options})
+        given = {**self.options, **options}
+        configured, env = self.options.get("env"), options.get("env")
+        if isinstance(configured, Mapping) and isinstance(env, Mapping):
+            given["env"] = {**configured, **env}
+        backend = self.preset.backend_config(**given)
         return AgentConfig(
             name=self.name, backend=backend, system_prompt=self.system_prompt
         )
