@@ -74,6 +74,26 @@ def test_env_given_to_agent_config_is_merged_over_the_files(work: Path) -> None:
     assert agent.options["env"] == {"CODEX_HOME": "/srv/codex"}  # left as it was
 
 
+def test_a_command_the_file_names_is_not_swapped_for_the_presets_old_name(
+    work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # claude-acp runs claude-code-acp (the adapter's old name) when only that
+    # is installed; it did so for a file's own command too, which then never
+    # ran and was listed as claude-code-acp.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    old = bin_dir / "claude-code-acp"
+    old.write_text("#!/bin/sh\nexit 1\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    write(work, '[agents.mine]\npreset = "claude-acp"\ncommand = "my-wrapper-acp"\n')
+    agent = configured_agents(str(work))["mine"]
+    assert agent.agent_config().backend.command == "my-wrapper-acp"
+    write(work, '[agents.mine]\npreset = "claude-acp"\ntimeout = 60\n')
+    agent = configured_agents(str(work))["mine"]
+    assert agent.agent_config().backend.command == "claude-code-acp"  # as before
+
+
 def test_an_agent_without_a_preset(work: Path) -> None:
     write(
         work,

@@ -210,6 +210,10 @@ def _resolve(name: str, entry: AgentEntry, where: str) -> NamedAgent:
     recipe = {key: given[key] for key in _RECIPE if key in given}
     if "input" in recipe:
         recipe["blank_prompt"] = "allow" if recipe["input"] == "none" else "reject"
+    if "command" in recipe:
+        # The preset's older names stand in for its own command, not for one
+        # the file names: that one runs, or fails saying it is not installed.
+        recipe["alternatives"] = ()
     skip = {"preset", "transport", "system_prompt", *_RECIPE}
     options = {key: value for key, value in given.items() if key not in skip}
     try:
