@@ -71,6 +71,17 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
         "a mapping of str to str, or None",
     ),
     "Mapping[str, str | bool]": (_options, "a mapping of str to str or bool"),
+    # ACP's McpServer objects: a str or one mapping would be read item by item
+    # (letters, keys), and the first run fail with an AttributeError.
+    "tuple[Mapping[str, JSONValue], ...]": (
+        lambda v: (
+            isinstance(v, (list, tuple))
+            and all(isinstance(item, Mapping) for item in v)
+        ),
+        "a list or tuple of mappings (one per MCP server)",
+    ),
+    "UpdateHook | None": (lambda v: v is None or callable(v), "a callable or None"),
+    "FrameObserver | None": (lambda v: v is None or callable(v), "a callable or None"),
 }
 
 

@@ -128,3 +128,21 @@ def test_a_negative_kill_grace_is_refused_as_the_pty_backend_refuses_it() -> Non
         ProcessBackendConfig(command="agent", kill_grace=-1)
     with pytest.raises(ValueError, match="kill_grace must not be negative"):
         PtyBackendConfig(command="agent", kill_grace=-1)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mcp_servers": "srv"}, "mcp_servers must be a list or tuple of mappings"),
+        ({"mcp_servers": {"name": "s", "command": "c"}}, "mcp_servers must be a list"),
+        ({"mcp_servers": [1]}, "mcp_servers must be a list or tuple of mappings"),
+        ({"on_update": "log"}, "on_update must be a callable or None, got 'log'"),
+        ({"on_frame": 3}, "on_frame must be a callable or None, got 3 (int)"),
+    ],
+)  # fmt: skip
+def test_acp_only_fields_of_a_wrong_type_fail_at_construction(options, message) -> None:
+    # Accepted, then the first run raised AttributeError ('str' object has no
+    # attribute 'get') out of Agent.run, or a TypeError in the update handler.
+    with pytest.raises(TypeError) as caught:
+        AcpBackendConfig.from_dict({"command": "agent", **options})
+    assert str(caught.value).startswith(f"AcpBackendConfig.{message}")
