@@ -22,11 +22,18 @@ from oma_bridge import (
     DoneEvent,
     PtyBackendConfig,
     RunRequest,
+    TextEvent,
 )
 
 from . import _lifecycle as rule
 from ._pty_support import assert_reaped, pty_peer, tree_peer, wait_ended
-from ._support import HANG_GUARD, IGNORE_TERM, assert_escalated, make_agent
+from ._support import (
+    HANG_GUARD,
+    IGNORE_TERM,
+    assert_escalated,
+    make_agent,
+    request,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -120,6 +127,65 @@ async def test_closing_the_backend_while_a_run_waits_ends_it_as_aborted(
     assert isinstance(result.error, BackendExitError)
     assert result.error.signal == ("SIGKILL" if ignore_term else "SIGTERM")
     assert result.output == "ready\n"
+
+
+# A program that ignores SIGTERM, prints its pid, then draws a line every few
+# milliseconds: a step of its run almost always comes back with text.
+TICKER = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print(os.getpid(), flush=True)\n"
+    "while True:\n"
+    "    print('tick', flush=True)\n"
+    "    time.sleep(0.005)\n"
+)
+
+
+def _ticker(kill_grace: float) -> PtyBackendConfig:
+    return PtyBackendConfig(
+        command=sys.executable,
+        args=("-c", TICKER),
+        input="none",
+        kill_grace=kill_grace,
+    )
+
+
+async def test_closing_the_backend_while_the_consumer_takes_text_and_leaves() -> None:
+    # aclose() from another task leaves the stop to the consumer's step. That
+    # step came back with text: it was handed out, the consumer left the
+    # stream, and nobody stopped the tree; aclose() (shielded) waited for ever.
+    backend = _ticker(kill_grace=0.2).create_backend()
+    run = backend.stream(request(""))
+    started, closing, closed = anyio.Event(), anyio.Event(), anyio.Event()
+    pids: list[int] = []
+
+    async def consume() -> None:
+        async for event in run:
+            assert isinstance(event, TextEvent)
+            if not pids:
+                pids.append(int(event.text.split()[0]))
+                started.set()
+            if closing.is_set():
+                break
+
+    async def close() -> None:
+        await backend.aclose()
+        assert_reaped(pids[0])  # stopped before aclose() returned
+        closed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        with anyio.fail_after(HANG_GUARD):
+            await started.wait()
+        closing.set()
+        tg.start_soon(close)
+        with anyio.move_on_after(HANG_GUARD):
+            await closed.wait()
+        hung = not closed.is_set()
+        if hung:  # take the steps that stop the tree, so that the test ends
+            async for _ in run:
+                pass
+    assert not hung, "aclose() waited for a consumer that had left the stream"
 
 
 # -- without an event loop ----------------------------------------------------------

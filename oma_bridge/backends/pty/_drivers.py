@@ -117,9 +117,15 @@ class PtyRun:
             raise
 
     async def _next(self, session: PtySession) -> StreamEvent:
-        while (event := session.next_event()) is None:
-            if session.over:
-                raise StopAsyncIteration
+        while True:
+            # Once aclose() was called, nothing is handed out before the tree
+            # is stopped and the terminal released: an aclose() in another task
+            # waits for that, and this consumer may never come back for more.
+            if self._released or not self._closed:
+                if (event := session.next_event()) is not None:
+                    return event
+                if session.over:
+                    raise StopAsyncIteration
             now = time.monotonic()
             if not self._closed:
                 step = session.next_step(now)
@@ -137,7 +143,6 @@ class PtyRun:
                 await self._take(session, step, now)
             finally:
                 self._busy = False
-        return event
 
     async def _take(self, session: PtySession, step: Step, now: float) -> None:
         import anyio
