@@ -188,6 +188,38 @@ async def test_closing_the_backend_while_the_consumer_takes_text_and_leaves() ->
     assert not hung, "aclose() waited for a consumer that had left the stream"
 
 
+async def test_closing_the_backend_while_a_cancelled_run_stops_waits_for_it() -> None:
+    # A cancelled run stops its tree in its own task (kill_grace, shielded);
+    # aclose() meanwhile waited on the same child beside it, which raised
+    # BusyResourceError ("Another task is already reading from this resource").
+    backend = _ticker(kill_grace=1.0).create_backend()
+    agent = make_agent(backend)
+    scope = anyio.CancelScope()
+    started = anyio.Event()
+    pids: list[int] = []
+
+    async def consume() -> None:
+        with scope:
+            async with agent.stream("") as events:
+                async for event in events:
+                    assert isinstance(event, TextEvent)
+                    if not pids:
+                        pids.append(int(event.text.split()[0]))
+                        started.set()
+
+    with anyio.fail_after(HANG_GUARD):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await started.wait()
+            scope.cancel()
+            # The cancellation lands within a tick; the run's own stop then
+            # waits out the grace, since the program ignores SIGTERM.
+            await anyio.sleep(0.3)
+            await backend.aclose()
+            assert_reaped(pids[0])
+    assert scope.cancelled_caught
+
+
 # -- without an event loop ----------------------------------------------------------
 
 

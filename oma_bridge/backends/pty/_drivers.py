@@ -112,8 +112,14 @@ class PtyRun:
         try:
             return await self._next(session)
         except BaseException:
-            await self._stop(session)
-            self._release()
+            # Busy: an aclose() from another task meanwhile waits for this
+            # stop instead of waiting on the child beside it.
+            self._busy = True
+            try:
+                await self._stop(session)
+            finally:
+                self._busy = False
+                self._release()
             raise
 
     async def _next(self, session: PtySession) -> StreamEvent:
