@@ -440,12 +440,17 @@ class AgentStream:
         raise self._ended_early()
 
     async def _start(self) -> AsyncIterator[StreamEvent]:
+        # The backend of the moment the run starts, taken before before_run
+        # awaits: an aclose() meanwhile (the end of ``async with Agent``) closes
+        # the backend this run goes to, instead of leaving it to start a new one
+        # (an ACP agent) that outlives the block.
+        backend = self._agent._get_backend()
         try:
             request = await self._agent._prepare(self._messages)
         except BaseException:
             self._finished = True
             raise
-        self._events = self._agent._get_backend().stream(request)
+        self._events = backend.stream(request)
         return self._events
 
     async def _end(self, event: DoneEvent | ErrorEvent) -> DoneEvent | ErrorEvent:

@@ -138,6 +138,40 @@ async def test_aclose_ends_queued_runs_and_starts_no_agent(tmp_path) -> None:
     assert backend.session_id is None
 
 
+async def test_leaving_async_with_agent_during_before_run_starts_no_agent(
+    tmp_path,
+) -> None:
+    # The run in another task was in its before_run hook when the block ended:
+    # Agent.aclose() dropped the backend, and the run, once its hook returned,
+    # made a new one and started an ACP agent that outlived the block.
+    log = tmp_path / "log"
+    in_hook, release = anyio.Event(), anyio.Event()
+
+    async def before_run(ctx: Any) -> Any:
+        in_hook.set()
+        await release.wait()
+        return ctx
+
+    agent = agent_for(fake_agent(log), before_run=before_run)
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await agent.run("say:late"))
+
+    with anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            async with agent:
+                tg.start_soon(run)
+                await in_hook.wait()
+            release.set()
+    [result] = results
+    assert not result.success and result.aborted
+    assert isinstance(result.error, BackendStartError)
+    assert "backend was closed" in str(result.error)
+    assert methods(log) == []  # no agent was started after the block
+    assert agent.session_id is None
+
+
 def _approve(calls: list[str]) -> Any:
     def approve(req: Any) -> bool:
         calls.append(req.title)
