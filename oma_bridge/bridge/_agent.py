@@ -403,6 +403,7 @@ class AgentStream:
         self._history = history
         self._events: AsyncIterator[StreamEvent] | None = None
         self._finished = False
+        self._result: AgentRunResult | None = None  # the terminal event's
 
     def __aiter__(self) -> Self:
         return self
@@ -423,9 +424,21 @@ class AgentStream:
         return event
 
     async def result(self) -> AgentRunResult:
-        """Consume the stream and return the result of its terminal event."""
+        """Consume the stream and return the result of its terminal event.
+
+        On a stream that has ended already (iterated to its end, or a
+        ``result()`` before), the result it ended with.
+
+        Raises:
+            RuntimeError: the stream was closed before its terminal event
+                (``aclose()``, leaving ``async with`` early), so it has none.
+        """
         if self._finished:
-            raise AssertionError("unreachable: the stream ends with a terminal event")
+            if self._result is not None:
+                return self._result
+            raise RuntimeError(
+                "this stream was closed before its terminal event: it has no result"
+            )
         # The backend's events are taken here directly: the events before the
         # terminal one are dropped unseen, so they need not pass __anext__.
         events = self._events or await self._start()
@@ -455,7 +468,7 @@ class AgentStream:
 
     async def _end(self, event: DoneEvent | ErrorEvent) -> DoneEvent | ErrorEvent:
         await self.aclose()  # let the backend's iterator finish its cleanup now
-        result = await self._agent._finish(event.result, self._history)
+        result = self._result = await self._agent._finish(event.result, self._history)
         if result is not event.result:
             event = event._replace(result=result)
         return event

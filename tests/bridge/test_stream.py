@@ -224,3 +224,27 @@ async def test_a_stream_without_a_terminal_event_is_a_protocol_error():
     agent = Agent(AgentConfig(name="a", backend=backend))
     with pytest.raises(ProtocolError, match="without a done or error event"):
         await agent.run("go")
+
+
+async def test_result_after_the_stream_ended_is_the_result_it_ended_with():
+    # Iterating for the events, then asking for the result, raised
+    # AssertionError("unreachable: ..."); so did a second result().
+    agent = Agent(AgentConfig(name="a", backend=_chatty(3), after_run=lambda r: r))
+    with anyio.fail_after(WAIT):
+        async with agent.stream("go") as events:
+            last = [event async for event in events][-1]
+            assert await events.result() is last.result
+            assert await events.result() is last.result
+        stream = agent.stream("go")
+        first = await stream.result()
+        assert await stream.result() is first
+    assert not first.success and isinstance(first.error, BackendExitError)
+
+
+async def test_result_of_a_stream_closed_early_says_it_has_none():
+    agent = Agent(AgentConfig(name="a", backend=_sleeper()))
+    with anyio.fail_after(WAIT):
+        async with agent.stream("") as events:
+            await _first_line(events)
+        with pytest.raises(RuntimeError, match="closed before its terminal event"):
+            await events.result()
