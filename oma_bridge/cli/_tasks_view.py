@@ -133,36 +133,44 @@ class LiveView:
 
     def _table(self) -> Table:
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(caption=self._note or None)
+        # Every cell is Text, never a str: rich reads "[...]" in a str as
+        # markup, and ids, titles, outputs and errors are anybody's text.
+        table = Table(caption=Text(self._note) if self._note else None)
         for column in ("task", "agent", "status", "try", "detail"):
             table.add_column(column)
         for task in self._tasks:
             status, agent, attempt, detail = self._rows[task.id]
-            style = self._STYLE.get(str(status), "")
             table.add_row(
-                f"{task.id}: {task.title}" if task.title != task.id else task.id,
-                str(agent),
-                f"[{style}]{status}[/]" if style else str(status),
-                str(attempt or ""),
-                str(detail)[:80],
+                Text(_heading(task)),
+                Text(str(agent)),
+                Text(str(status), style=self._STYLE.get(str(status), "")),
+                Text(str(attempt or "")),
+                Text(str(detail)[:80]),
             )
         return table
 
     def finish(self, result: TasksResult) -> None:
         """Print the final outputs (completed tasks no other task used), then
         each failure in full: the table shows only its first line."""
+        from rich.text import Text
+
         needed = {dep for t in self._tasks for dep in t.depends_on}
         self._console.line()
         for task in result.tasks:
             if task.status == "completed" and task.id not in needed:
-                self._console.rule(f"{task.id}: {task.title}")
+                self._console.rule(Text(f"{task.id}: {task.title}"))
                 self._console.print(task.output, markup=False, highlight=False)
         for task in result.tasks:
             if task.status in ("failed", "cancelled"):
-                self._console.rule(f"[red]{task.id}: {task.status}[/]")
+                self._console.rule(Text(f"{task.id}: {task.status}", style="red"))
                 why = str(task.error) if task.error else task.reason or ""
                 self._console.print(why, markup=False, highlight=False)
+
+
+def _heading(task: Task) -> str:
+    return f"{task.id}: {task.title}" if task.title != task.id else task.id
 
 
 def _update(row: list[object], event: ProgressEvent) -> None:

@@ -91,6 +91,25 @@ def test_the_live_view_shows_the_table_and_the_final_output(tmp_path):
     assert "review" in done.stdout and "echo: echo" in done.stdout
 
 
+def test_the_live_view_shows_brackets_in_titles_and_outputs_as_written(tmp_path):
+    # Rich reads "[...]" in a str as markup: "[/usr/bin/tool]" is a closing tag
+    # that matches nothing (MarkupError at the last redraw: a traceback, exit
+    # 1, the outputs never printed) and "[bold]" vanished into a style.
+    path = tmp_path / "t.toml"
+    path.write_text(
+        f"[agents.cli]\nprocess = {json.dumps(WORKER)}\n\n[[tasks]]\n"
+        'id = "a"\ntitle = "[bold]B[/bold]"\n'
+        'description = "say:[/usr/bin/tool] [red]ok"\n'
+    )
+    done = cli("--format", "live", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    table, _, after = done.stdout.partition("a: [bold]B[/bold] ─")
+    assert re.search(r"│ a: \[bold\]B\[/bold\]\s+│ cli\s+│ completed", table)
+    assert "│ [/usr/bin/tool] [red]ok" in table
+    assert after.strip("─ \n") == "[/usr/bin/tool] [red]ok"
+
+
 @pytest.mark.parametrize(
     ("content", "name", "message"),
     [
