@@ -232,7 +232,10 @@ class Evaluation(AsyncContextManagerMixin):
     def _payload(self, value: str | list[LLMMessage]) -> str | None:
         if self._store == "none":
             return None
-        text = value if isinstance(value, str) else json.dumps(value)
+        # A backend that admits structured input takes any deep-copyable
+        # value in a message (a date, bytes): stored as its repr, since an
+        # error here would end the task group every run of the block is in.
+        text = value if isinstance(value, str) else json.dumps(value, default=repr)
         if self._store == "redacted":
             from .._os.redact import redact
 

@@ -188,3 +188,38 @@ def test_bad_settings_are_refused():
         Evaluation({}, sample_rate=2)
     with pytest.raises(ValueError, match="store_payloads"):
         Evaluation({}, store_payloads="some")
+
+
+@pytest.mark.parametrize("store", ["full", "redacted"])
+async def test_a_message_holding_a_value_json_cannot_write_is_stored_not_fatal(store):
+    # A backend that admits structured input takes any deep-copyable value in a
+    # message. Storing it as JSON raised TypeError in the Evaluation's task
+    # group: the scores were lost and the whole `async with` block (with every
+    # run still going in it) was cancelled by an ExceptionGroup.
+    import datetime
+
+    gate = anyio.Event()
+
+    async def held():
+        await gate.wait()
+
+    messages = [user({**text("look"), "sent": datetime.date(2024, 1, 2)})]
+    ev = Evaluation({"one": lambda s: 1}, store_payloads=store)
+    with anyio.fail_after(WAIT):
+        async with ev:
+            oma = OpenMultiAgent(evaluation=ev)
+            async with anyio.create_task_group() as tg:
+                # A graph still running while the first sample is scored.
+                tg.start_soon(
+                    oma.run_tasks,
+                    [Task(id="later", description="x")],
+                    {"py": agent(before=held)},
+                )
+                await oma.run_agent(agent(structured=True), messages)
+                for _ in range(20):  # let the scorer and the record run
+                    await anyio.lowlevel.checkpoint()
+                gate.set()
+    first, later = ev.records()
+    assert first.scores == {"one": 1} and later.scores == {"one": 1}
+    assert first.input is not None and "2024" in first.input and "look" in first.input
+    assert later.task_id == "later"
