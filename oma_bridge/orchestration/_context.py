@@ -20,6 +20,7 @@ from ..bridge import (
     AgentRunResult,
     DoneEvent,
     ErrorEvent,
+    OmaBridgeError,
     TextEvent,
     TokenUsage,
     UsageAtEndConfig,
@@ -98,6 +99,9 @@ async def call_agent(
     Raises:
         InvalidMessageError, UnsupportedContentBlockError: ``input`` was refused
             at the boundary; no event was emitted and nothing sampled.
+        OmaBridgeError: raised by the run after it started (a before_run
+            hook's rewrite refused, ...): after its ``agent_complete``, with
+            nothing sampled.
         Cancellation from outside stops the agent (its process tree) first.
     """
     agent = Agent(config)
@@ -116,9 +120,19 @@ async def call_agent(
     with ctx.tracing.span(
         "oma.agent", run_id=ctx.run_id, agent=name, task_id=task_id, attempt=attempt
     ) as span:
-        result = await _drive(
-            ctx, agent, stream, started, _usage_at_end(config), (name, task_id)
-        )
+        failure: OmaBridgeError | None = None
+        try:
+            result = await _drive(
+                ctx, agent, stream, started, _usage_at_end(config), (name, task_id)
+            )
+        except OmaBridgeError as exc:
+            # Raised after agent_start (a before_run hook's rewrite refused, a
+            # stream that ended without its done or error event): the start
+            # still gets its agent_complete, then the error goes on.
+            failure = exc
+            result = AgentRunResult(
+                success=False, error=exc, duration_s=time.monotonic() - started
+            )
         span.usage(result.token_usage)
         span.set(success=result.success, budget_exceeded=result.budget_exceeded)
         span.status(result.success, error_kind(result.error))
@@ -135,6 +149,8 @@ async def call_agent(
             error,
         )
     )
+    if failure is not None:
+        raise failure
     if ctx.evaluation is not None:
         ctx.evaluation.submit(
             EvaluationSample(

@@ -476,3 +476,45 @@ async def test_a_budget_stop_during_a_retry_backoff_ends_it_without_a_retry(tmp_
     assert flaky.error.code == "BACKEND_EXIT"
     assert [e.attempt for e in progress.of("task_start") if e.task_id == "flaky"] == [1]
     assert result.budget_exceeded
+
+
+async def test_every_agent_start_has_its_agent_complete_when_the_run_raises():
+    # A before_run hook's rewrite is refused, and a stream ends without its
+    # done or error event, after agent_start: both raised out of the agent
+    # call, which emitted no agent_complete (a display kept them "running").
+    from oma_bridge import TextEvent
+
+    ends_early = ScriptedBackend([Turn(events=(TextEvent("part"),)), "ok"])
+    refused = AgentConfig(
+        name="hooked",
+        backend=python_backend(),
+        before_run=lambda ctx: {"prompt": 5},  # not a context: refused
+    )
+    agents = {"early": AgentConfig(name="early", backend=ends_early), "hooked": refused}
+    tasks = [
+        Task(id="a", description="x", assignee="early", retries=1, retry_backoff=0),
+        Task(id="b", description="y", assignee="hooked"),
+    ]
+    progress = Recorder()
+    result = await OpenMultiAgent(on_progress=progress).run_tasks(tasks, agents)
+    assert [t.status for t in result.tasks] == ["completed", "failed"]
+    for task_id in ("a", "b"):
+        agent = [
+            (e.type, e.attempt)
+            for e in progress.events
+            if e.type.startswith("agent_") and e.task_id == task_id
+        ]
+        starts = [a for t, a in agent if t == "agent_start"]
+        assert agent == [
+            (t, a) for a in starts for t in ("agent_start", "agent_complete")
+        ]
+    early, _ = (e for e in progress.of("agent_complete") if e.task_id == "a")
+    assert not early.success and "without a done or error event" in early.error
+    (hooked,) = (e for e in progress.of("agent_complete") if e.task_id == "b")
+    assert not hooked.success and "before_run returned dict" in hooked.error
+
+    # run_agent still raises such an error, after its agent_complete.
+    progress = Recorder()
+    with pytest.raises(InvalidMessageError, match="before_run returned dict"):
+        await OpenMultiAgent(on_progress=progress).run_agent(refused, "x")
+    assert progress.types() == ["agent_start", "agent_complete"]
