@@ -308,14 +308,11 @@ def team_agent(name: str, spec: AgentSpec) -> TeamAgent:
         "timeout": spec.timeout,
     }
     system_prompt = spec.system_prompt
-    try:
-        if spec.agent is not None:
-            backend, configured_prompt = _named_agent(where, spec, common)
-            system_prompt = system_prompt or configured_prompt
-        else:
-            backend = _inline_agent(where, spec, common)
-    except TypeError as exc:  # a value the config refuses
-        raise ValueError(f"{where}: {exc}") from None
+    if spec.agent is not None:
+        backend, configured_prompt = _named_agent(where, spec, common)
+        system_prompt = system_prompt or configured_prompt
+    else:
+        backend = _inline_agent(where, spec, common)
     config = AgentConfig(name=name, backend=backend, system_prompt=system_prompt)
     return TeamAgent(config, spec.capabilities)
 
@@ -347,7 +344,10 @@ def _named_agent(
     except ValueError as exc:
         raise ValueError(f"{where}.agent: {exc}") from None
     options = {**common, **_options(where, spec, transport)}
-    return named_backend(named, options), system_prompt
+    try:
+        return named_backend(named, options), system_prompt
+    except (TypeError, ValueError) as exc:  # a value the config refuses
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _inline_agent(where: str, spec: AgentSpec, common: dict[str, Any]) -> BackendConfig:
@@ -365,8 +365,8 @@ def _inline_agent(where: str, spec: AgentSpec, common: dict[str, Any]) -> Backen
         raise ValueError(f"{where}.{transport}: the command is empty")
     given = _options(where, spec, transport).items()
     options = {key: value for key, value in given if value is not None}
-    if transport == "process":
-        return ProcessBackendConfig(
-            command=argv[0], args=tuple(argv[1:]), **common, **options
-        )
-    return AcpBackendConfig(command=argv[0], args=tuple(argv[1:]), **common, **options)
+    kind = ProcessBackendConfig if transport == "process" else AcpBackendConfig
+    try:
+        return kind(command=argv[0], args=tuple(argv[1:]), **common, **options)
+    except (TypeError, ValueError) as exc:  # a value the config refuses
+        raise ValueError(f"{where}: {exc}") from None

@@ -248,6 +248,20 @@ depends_on = ["draft"]
             'process = "python \'unclosed"',
             "tasks.toml: agents.w.process: No closing quotation",
         ),
+        # A value the backend config refuses names the agent too (it was
+        # "tasks.toml: ProcessBackendConfig.timeout must be positive": which?).
+        (
+            'process = "python"\ntimeout = -1',
+            "tasks.toml: agents.w: ProcessBackendConfig.timeout must be positive",
+        ),
+        (
+            'acp = "python"\ntimeout = 0',
+            "tasks.toml: agents.w: AcpBackendConfig.timeout must be positive",
+        ),
+        (
+            'agent = "echo"\ntimeout = -1',
+            "tasks.toml: agents.w: ProcessBackendConfig.timeout must be positive",
+        ),
     ],
 )
 def test_a_bad_agent_entry_names_the_file_and_key(tmp_path, entry, message):
