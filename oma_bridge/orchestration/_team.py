@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..bridge import InvalidMessageError, OmaBridgeError, TokenUsage
 from ._context import call_agent
 from ._progress import PlanReadyEvent
-from ._tasks import Task, TaskGraphError, check_graph, members
+from ._tasks import SharedMemory, Task, TaskGraphError, _cut, check_graph, members
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -244,10 +244,18 @@ def _repair_prompt(
 
 
 def _answer_prompt(goal: str, tasks: TasksResult) -> str:
+    """The request for the final answer: every task's heading and status, and
+    its output bounded as a task's dependencies' outputs are
+    (``SharedMemory``), so chatty agents cannot flood the coordinator's prompt
+    past what it can take (it held every output whole)."""
+    memory = SharedMemory()
     parts = [f"The goal was:\n{goal}", "The tasks ended as follows:"]
-    for task in tasks.tasks:
-        parts.append(
-            f"## {task.id}: {task.title} ({task.status})\n{task.output.strip()}"
-        )
+    room = memory.max_context_chars
+    for task in tasks.tasks:  # each task's heading and status, whatever is cut
+        text = task.output.strip()
+        limit = max(min(memory.max_entry_chars, room), 0)
+        output = _cut(text, limit)
+        room -= min(len(text), limit)
+        parts.append(f"## {task.id}: {task.title} ({task.status})\n{output}")
     parts.append(f"{ANSWER_REQUEST} to the goal from these results.")
     return "\n\n".join(parts)

@@ -168,3 +168,33 @@ def test_what_a_reply_without_a_valid_plan_is_told(reply, message):
     with pytest.raises(PlanError) as caught:
         parse_plan(reply)
     assert str(caught.value).startswith(message)
+
+
+async def test_the_final_answer_prompt_is_bounded_and_names_every_task():
+    # Twenty tasks of 500,000 characters each: the coordinator was asked for
+    # the answer in a prompt of 10 MB (every output whole), which no model
+    # takes, while a task's dependencies' outputs reach it bounded.
+    import json
+
+    from oma_bridge.testing import ScriptedBackend
+
+    ids = [f"t{i}" for i in range(20)]
+    plan = {"tasks": [{"id": i, "description": "write", "assignee": "w"} for i in ids]}
+    asked = []
+
+    def lead(request):
+        asked.append(request.prompt)
+        return json.dumps(plan) if len(asked) == 1 else "the answer"
+
+    chatty = ScriptedBackend(lambda request: "x" * 500_000)
+    result = await OpenMultiAgent().run_team(
+        "goal",
+        {"w": AgentConfig(name="w", backend=chatty)},
+        coordinator=AgentConfig(name="lead", backend=ScriptedBackend(lead)),
+    )
+    assert result.success and result.output == "the answer"
+    answer = asked[1]
+    assert len(answer) < 40_000
+    for task_id in ids:  # each task is still named, with its status
+        assert f"## {task_id}: {task_id} (completed)\n" in answer
+    assert "[... 492000 characters dropped]" in answer
