@@ -43,7 +43,7 @@ class OpenMultiAgent:
             ``otel`` extra is installed, else no tracing.
 
     Raises:
-        ValueError: ``max_concurrency`` below 1, or a negative budget.
+        ValueError: ``max_concurrency`` below 1, or a negative or NaN budget.
     """
 
     def __init__(
@@ -55,7 +55,8 @@ class OpenMultiAgent:
         max_concurrency: int = 4,
         tracer: object | None = None,
     ) -> None:
-        if max_concurrency < 1:
+        # NaN fails every comparison: a budget of NaN would never run out.
+        if not max_concurrency >= 1:
             raise ValueError("max_concurrency must be at least 1")
         for name, limit in (
             ("max_token_budget", max_token_budget),
@@ -63,6 +64,8 @@ class OpenMultiAgent:
         ):
             if limit is not None and limit < 0:
                 raise ValueError(f"{name} must not be negative")
+            if limit is not None and limit != limit:
+                raise ValueError(f"{name} must be a number, not NaN")
         self.on_progress = on_progress
         self.evaluation = evaluation
         self.max_token_budget = max_token_budget

@@ -176,6 +176,10 @@ async def test_an_evaluation_must_be_open():
         ({"max_concurrency": 0}, "max_concurrency must be at least 1"),
         ({"max_token_budget": -1}, "max_token_budget must not be negative"),
         ({"max_cost_usd": -0.01}, "max_cost_usd must not be negative"),
+        # NaN passed the check and then never ran out: no run was ever stopped.
+        ({"max_cost_usd": float("nan")}, "max_cost_usd must be a number, not NaN"),
+        ({"max_token_budget": float("nan")}, "max_token_budget must be a number"),
+        ({"max_concurrency": float("nan")}, "max_concurrency must be at least 1"),
     ],
 )
 def test_limits_out_of_range_are_refused(limits, message):
