@@ -42,42 +42,11 @@ def received(tmp_path: Path) -> list[dict]:
 def test_a_terminal_login_runs_on_the_terminal_and_the_run_goes_on(
     tmp_path: Path, when: str
 ) -> None:
-    controller, terminal = pty.openpty()
-    argv = [
-        sys.executable, "-m", "oma_bridge", "run",
-        "--acp", f"{FULL_AGENT} {when}", "--auth-method", "term",
+    code, text = run_on_terminal(
+        tmp_path,
+        "run", "--acp", f"{FULL_AGENT} {when}", "--auth-method", "term",
         "--approve-all", "say:done",
-    ]  # fmt: skip
-    try:
-        cli = subprocess.Popen(
-            argv,
-            stdin=terminal,
-            stdout=terminal,
-            stderr=terminal,
-            cwd=tmp_path,
-            env=agent_env(tmp_path),
-            start_new_session=True,
-        )
-    finally:
-        os.close(terminal)
-    drawn = b""
-    deadline = time.monotonic() + 30
-    try:
-        while b"press Enter" not in drawn and time.monotonic() < deadline:
-            drawn += os.read(controller, 4096)
-        os.write(controller, b"\n")
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: the CLI and its children are gone
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(controller)
-        code = cli.wait(timeout=30)
-    text = drawn.decode(errors="replace")
+    )  # fmt: skip
     assert "login mode 1; press Enter" in text  # the method's env reached it
     assert code == 0, text
     assert text.rstrip().endswith("done")
