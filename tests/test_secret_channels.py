@@ -33,6 +33,7 @@ from oma_bridge import (
 from oma_bridge.acp import AcpBackendConfig
 from oma_bridge.acp.rpc._framing import NdjsonStream, preview
 
+from .acp.rpc.test_framing import Chunks
 from .acp.support import PEERS, WAIT, agent_for
 from .fresh_python import oma_bridge_cli, start_cli, stop_cli
 from .orchestration.support import python_backend
@@ -199,28 +200,12 @@ async def test_an_oversize_frames_preview_shows_no_part_of_a_secret(
     for pad in range(100, 161):
         frame = ("x" * pad + " " + line + " " + "y" * 2000).encode()
         stream = NdjsonStream(
-            _Chunks(frame + (b"\n" if ended else b"")), None, max_line_bytes=1000
+            Chunks(frame + (b"\n" if ended else b"")), None, max_line_bytes=1000
         )
         with pytest.raises(ProtocolError, match="max_line_bytes") as info:
             await stream.receive()
         shown = info.value.line_preview or ""
         assert not [p for p in parts if p in shown], (pad, shown)
-
-
-class _Chunks:
-    """A byte stream of ``chunks``, then EOF."""
-
-    def __init__(self, *chunks: bytes) -> None:
-        self.chunks = list(chunks)
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        await anyio.lowlevel.checkpoint()
-        if not self.chunks:
-            raise anyio.EndOfStream
-        return self.chunks.pop(0)
-
-    async def aclose(self) -> None:
-        pass
 
 
 async def test_a_pty_programs_terminal_tail(tmp_path: Path) -> None:
