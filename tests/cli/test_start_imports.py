@@ -1,4 +1,4 @@
-"""What ``oma-bridge run --process cat x`` and ``oma-bridge --version``
+"""What ``oma-bridge run --process cat x``, ``--version`` and ``--help``
 import: none of what they do not use (docs/architecture.md, the start-up
 rule). The interpreter lists every module it imports on stderr under
 PYTHONPROFILEIMPORTTIME."""
@@ -44,12 +44,27 @@ def test_a_text_process_run_imports_only_what_it_uses() -> None:
     assert sorted(unused & imported) == []
 
 
-def test_the_version_loads_every_command_but_no_logging_or_event_loop() -> None:
-    """``--version`` builds every command's parser (``--help`` too): the
-    command modules import nothing only their commands use."""
+def test_the_version_loads_no_command() -> None:
+    """A lone ``--version`` is answered before any parser is built."""
     from oma_bridge import __version__
 
     imported = _imported("--version", out=f"oma-bridge {__version__}\n")
+    assert "oma_bridge.cli._main" in imported  # the list is the real one
+    unused = {"oma_bridge.cli._batch_input", "oma_bridge.bridge.backend"}
+    assert sorted(unused & imported) == []
+
+
+def test_the_help_loads_every_command_but_no_logging_or_event_loop() -> None:
+    """``--help`` builds every command's parser (so does ``--version`` after
+    another option): the command modules import nothing only their commands
+    use."""
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in oma_bridge_cli(
+            "--help", env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+        ).stderr.splitlines()
+        if line.startswith("import time:")
+    }
     # The command modules come in through importlib, which this list does not
     # show; what they import with an import statement, it does.
     assert "oma_bridge.cli._batch_input" in imported  # batch's module was loaded
