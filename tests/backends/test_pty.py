@@ -256,6 +256,28 @@ async def test_an_early_exit_is_a_failed_run_with_a_redacted_tail() -> None:
     assert "partial output" in str(error)
 
 
+async def test_an_exit_before_the_ready_pattern_fails_the_prompt_untyped() -> None:
+    # The program ends cleanly without ever showing the prompt it was to be
+    # typed at: the run did not do what was asked, so it is no success.
+    secret = "s3cr3t-v4lue-0f-the-t0ken"
+    config = PtyBackendConfig(
+        command=sys.executable,
+        args=("-c", "import os; print('banner of', os.environ['SERVICE_TOKEN'])"),
+        ready_pattern=r"^ready> $",
+        env={"SERVICE_TOKEN": secret},
+    )
+    async with make_agent(config) as agent:
+        with anyio.fail_after(HANG_GUARD):
+            result = await agent.run("never typed")
+    assert not result.success and result.exit_code == 0
+    error = result.error
+    assert isinstance(error, BackendStartError)
+    assert "before its output matched ready_pattern '^ready> $'" in str(error)
+    assert "the prompt was never typed" in str(error)
+    assert "banner of [REDACTED]" in str(error) and secret not in str(error)
+    assert result.output == f"banner of {secret}\n"  # the output is the run's own
+
+
 async def test_a_long_prompt_is_typed_in_pieces_while_the_answer_is_read() -> None:
     # Far more than a terminal's input queue holds: typing and reading go on
     # together. Each line stays under the line editor's ~4 KiB limit.

@@ -41,7 +41,9 @@ class PtyBackendConfig:
         ready_pattern: With ``input="terminal"``, a regular expression: the
             prompt is typed once a line of cleaned output (or the line being
             drawn) matches it, instead of at once; for programs that show a
-            prompt of their own, or discard what was typed before it.
+            prompt of their own, or discard what was typed before it. A
+            program that ends before it matched fails the run
+            (``BackendStartError``): the prompt was never typed.
         done_pattern: A regular expression; the first line of cleaned output
             (or the line being drawn, such as a prompt) it matches ends the
             run. Only lines begun after the prompt was typed count.

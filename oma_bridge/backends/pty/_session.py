@@ -407,8 +407,24 @@ class PtySession:
         code = EXIT_UNKNOWN if self.returncode is None else self.returncode
         if self.completed and not self._aborted:
             return None
-        if code == 0 or (code == EXIT_UNKNOWN and not self._aborted):
+        clean = code == 0 or (code == EXIT_UNKNOWN and not self._aborted)
+        if clean and not (self._held and not self._aborted):
             return None  # (a host ignoring SIGCHLD loses every status)
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         tail = self._tail.text(secret_values(env))
+        if clean:  # its ready pattern never showed: the prompt was not typed
+            return self._never_ready(code, tail)
         return exit_error(command, code, tail, left_behind=self.left_behind)
+
+    def _never_ready(self, code: int, tail: str) -> OmaBridgeError:
+        how = "ended" if code == EXIT_UNKNOWN else f"exited with code {code}"
+        last = tail.rstrip()
+        return self._start_error(
+            f"it {how} before its output matched ready_pattern "
+            f"{self.config.ready_pattern!r}, so the prompt was never typed; "
+            + (
+                f"it showed (secrets redacted) {last!r}"
+                if last
+                else "it showed nothing"
+            )
+        )
