@@ -184,15 +184,15 @@ def _command_parser(name: str) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oma-bridge`` (or ``python -m oma_bridge``); return the exit status."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words == ["--version"]:  # without every command's parser: ~35 ms of ~60
+        sys.stdout.write(f"oma-bridge {__version__}\n")
+        return EXIT_OK
     program = argv is None  # the program itself, not a caller in the same process
     if program:
         # The objects start-up makes live until exit: collecting them is wasted
         # work every run pays (~6 ms, 10% of `run --process`; benchmarks/README).
         gc.disable()
-    words = sys.argv[1:] if argv is None else list(argv)
-    if words == ["--version"]:  # without every command's parser: ~35 ms of ~60
-        sys.stdout.write(f"oma-bridge {__version__}\n")
-        return EXIT_OK
     try:
         args = _parse(words)
     finally:

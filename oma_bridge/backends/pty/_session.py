@@ -408,11 +408,12 @@ class PtySession:
         if self.completed and not self._aborted:
             return None
         clean = code == 0 or (code == EXIT_UNKNOWN and not self._aborted)
-        if clean and not (self._held and not self._aborted):
+        untyped = bool(self._held) and not self._aborted  # no ready pattern shown
+        if clean and not untyped:
             return None  # (a host ignoring SIGCHLD loses every status)
         env = {os.fsdecode(k): os.fsdecode(v) for k, v in self._env.items()}
         tail = self._tail.text(secret_values(env))
-        if clean:  # its ready pattern never showed: the prompt was not typed
+        if clean:
             return self._never_ready(code, tail)
         return exit_error(command, code, tail, left_behind=self.left_behind)
 
