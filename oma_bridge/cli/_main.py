@@ -26,6 +26,8 @@ EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`
 
+_VERSION = f"oma-bridge {__version__}"  # what --version prints
+
 EXIT_CODES = f"""\
 exit status:
   {EXIT_OK}    the agent finished successfully
@@ -125,9 +127,7 @@ def _build_parser() -> tuple[
         "through one text-only interface.",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {__version__}"
-    )
+    parser.add_argument("--version", action="version", version=_VERSION)
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oma-bridge`` (or ``python -m oma_bridge``); return the exit status."""
     words = sys.argv[1:] if argv is None else list(argv)
     if words == ["--version"]:  # without every command's parser: ~35 ms of ~60
-        sys.stdout.write(f"oma-bridge {__version__}\n")
+        sys.stdout.write(f"{_VERSION}\n")
         return EXIT_OK
     program = argv is None  # the program itself, not a caller in the same process
     if program:
