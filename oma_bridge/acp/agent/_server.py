@@ -41,6 +41,7 @@ from ...bridge import (
     OmaBridgeError,
     RebasableConfig,
     TextEvent,
+    UsageEvent,
 )
 from ..client import AcpBackendConfig
 from ..rpc import Params, RequestError, Router, arrival, invalid_params, methods as m
@@ -535,6 +536,7 @@ class Server:
             raise RequestError(m.INVALID_PARAMS, str(exc)) from None
         assert self.conn is not None
         result: AgentRunResult | None = None
+        cost: float | None = None  # the turn's, as last reported
         replies: list[str] = []
         session.remember("user", text)
         session.touch(text)
@@ -543,19 +545,23 @@ class Server:
                 async for event in events:
                     if isinstance(event, (DoneEvent, ErrorEvent)):
                         result = event.result
+                        cost = result.token_usage.cost
                         break
                     if isinstance(event, TextEvent):
                         replies.append(event.text)
+                    elif isinstance(event, UsageEvent):
+                        cost = event.usage.cost
                     update = session_update(event, session.spent)
                     if update is not None:
                         await self._notify_update(
                             {"sessionId": session.id, "update": update}
                         )
         finally:
-            # A cancelled turn too: what the editor was shown is replayed.
+            # A cancelled turn too: what the editor was shown is replayed, and
+            # what it had cost by then is spent.
             session.remember("agent", "".join(replies))
+            session.spend(cost)
         assert result is not None
-        session.spend(result.token_usage.cost)
         return prompt_reply(result)
 
     async def _proxied_turn(self, session: Session, text: str) -> JSONValue:

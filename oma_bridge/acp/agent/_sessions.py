@@ -91,8 +91,9 @@ class Session:
         self.cancelled_upto = 0
         #: The prompt request whose turn is running, and its connection.
         self.running: tuple[Connection, RequestId] | None = None
-        #: The cost of its finished turns, summed (None: none reported), so
-        #: the usage_update sent to the editor says the session's, as ACP's does.
+        #: The cost of its turns, summed (a cancelled one's as last reported;
+        #: None: none reported), so the usage_update sent to the editor says
+        #: the session's, as ACP's does.
         self.spent: float | None = None
         #: The idle timer's scope (cancelled when a turn starts).
         self.timer: anyio.CancelScope | None = None

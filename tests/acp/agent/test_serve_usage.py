@@ -4,6 +4,8 @@ session's cumulative cost) as ``usage_update``."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from oma_bridge import AgentConfig, TokenUsage, UsageEvent
@@ -119,3 +121,32 @@ async def test_serve_sends_no_made_up_usage_for_counts_the_agent_never_stated(
     schema = pytest.importorskip("acp.schema")
     for reply in replies:
         schema.PromptResponse.model_validate(reply)
+
+
+async def test_a_cancelled_turn_adds_what_it_had_cost_to_the_sessions_total(
+    tmp_path,
+) -> None:
+    # The agent spent (and said so) before the editor cancelled its turn: that
+    # money is gone, so the session's cost counts it in the next turn's update.
+    backend = ScriptedBackend(
+        [
+            Turn(usage=TokenUsage(11, 7, 0.25, 8930, 200000), delay=math.inf),
+            Turn("b", usage=TokenUsage(44, 14, 0.5, 8974, 200000)),
+        ]
+    )
+    async with serving(AgentConfig(name="t", backend=backend)) as editor:
+        sid = await editor.open_session(str(tmp_path))
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}
+        await editor.send(
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+        )
+        while (await editor.receive()).get("method") != "session/update":
+            pass  # the turn has reported its usage
+        await editor.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        cancelled = await editor.reply(2)
+        updates, _ = await _prompt(editor, sid, 3, "two")
+    assert cancelled["result"] == {"stopReason": "cancelled"}
+    [occupancy] = [u for u in updates if u["sessionUpdate"] == "usage_update"]
+    assert occupancy["cost"] == {"amount": 0.75, "currency": "USD"}
