@@ -4,7 +4,9 @@ Every task gets a coroutine in one task group; it waits for its dependencies,
 then for a slot, then runs its attempts. A slot is held only while an attempt
 runs: it is given back for the backoff before a retry and taken again after.
 Nothing new starts once the budget is exceeded, and running attempts are
-cancelled by it (their trees killed).
+cancelled by it (their trees killed). An error that is no agent's failure (a
+hook's own bug) stops the whole graph the same way and is raised as it is, as
+a batch raises it, not in an ExceptionGroup.
 Retries follow the project's one retry policy (``bridge.RetryPolicy``), as
 batch jobs do: one definition of which failures a retry can help and of the
 backoff between attempts.
@@ -78,12 +80,15 @@ class Scheduler:
         self._memory = SharedMemory()
         self._done = {task.id: anyio.Event() for task in tasks}
         self._results: dict[str, TaskResult] = {}
+        self._failure: Exception | None = None
 
     async def run(self) -> TasksResult:
         started = time.monotonic()
         async with anyio.create_task_group() as tg:
             for task in self._tasks:
-                tg.start_soon(self._run_task, task)
+                tg.start_soon(self._run_task, task, tg.cancel_scope)
+        if self._failure is not None:
+            raise self._failure
         results = tuple(self._results[task.id] for task in self._tasks)
         usage = TokenUsage()
         for result in results:
@@ -97,31 +102,36 @@ class Scheduler:
             duration_s=time.monotonic() - started,
         )
 
-    async def _run_task(self, task: Task) -> None:
+    async def _run_task(self, task: Task, graph: anyio.CancelScope) -> None:
         try:
-            for dep in task.depends_on:
-                await self._done[dep].wait()
-            reason = self._skip_reason(task)
-            if reason is None:
-                slot = _Slot(self._limiter)
-                await slot.acquire()
-                try:
-                    reason = self._skip_reason(task)
-                    if reason is None:
-                        self._results[task.id] = await self._attempts(task, slot)
-                        return
-                finally:
-                    slot.release()
-            self._results[task.id] = TaskResult(
-                task.id, task.title, "skipped", self._assigned[task.id], reason=reason
-            )
-            await self._ctx.emit(
-                TaskSkippedEvent(
-                    self._ctx.run_id, task.id, reason, self._assigned[task.id]
-                )
-            )
+            await self._run_once_ready(task)
+        except Exception as exc:  # not an agent's failure: those are results
+            if self._failure is None:
+                self._failure = exc
+            graph.cancel()
         finally:
             self._done[task.id].set()
+
+    async def _run_once_ready(self, task: Task) -> None:
+        for dep in task.depends_on:
+            await self._done[dep].wait()
+        reason = self._skip_reason(task)
+        if reason is None:
+            slot = _Slot(self._limiter)
+            await slot.acquire()
+            try:
+                reason = self._skip_reason(task)
+                if reason is None:
+                    self._results[task.id] = await self._attempts(task, slot)
+                    return
+            finally:
+                slot.release()
+        self._results[task.id] = TaskResult(
+            task.id, task.title, "skipped", self._assigned[task.id], reason=reason
+        )
+        await self._ctx.emit(
+            TaskSkippedEvent(self._ctx.run_id, task.id, reason, self._assigned[task.id])
+        )
 
     def _skip_reason(self, task: Task) -> str | None:
         for dep in task.depends_on:

@@ -518,3 +518,27 @@ async def test_every_agent_start_has_its_agent_complete_when_the_run_raises():
     with pytest.raises(InvalidMessageError, match="before_run returned dict"):
         await OpenMultiAgent(on_progress=progress).run_agent(refused, "x")
     assert progress.types() == ["agent_start", "agent_complete"]
+
+
+async def test_a_hook_that_raises_a_bug_propagates_as_it_is_and_kills_the_trees(tree):
+    # A before_run hook (the user's code) raising an error of its own is a bug,
+    # not an agent's failure: run_tasks stops the graph (the running tree is
+    # killed) and raises that error itself, not wrapped in an ExceptionGroup.
+    async def broken(ctx):
+        with anyio.fail_after(WAIT):
+            await tree.started()
+        raise ValueError("the hook's own bug")
+
+    agents = {
+        "cli": worker(),
+        "hooked": AgentConfig(
+            name="hooked", backend=python_backend(), before_run=broken
+        ),
+    }
+    tasks = [
+        tree.task(assignee="cli"),
+        Task(id="b", description="y", assignee="hooked"),
+    ]
+    with anyio.fail_after(WAIT), pytest.raises(ValueError, match="the hook's own bug"):
+        await OpenMultiAgent().run_tasks(tasks, agents)
+    tree.assert_ends()
