@@ -4,7 +4,9 @@ Flags (argv): --version N (answer initialize with N), --no-init (never answer
 initialize), --auth (session/new answers -32000 until authenticate), --load
 (advertise loadSession; session/load replays one exchange), --resume (advertise
 session resume), --modes (session/new returns modes), --config (session/new
-returns config options: model model-1|model-2, grouped), --commands (after
+returns config options: model model-1|model-2, grouped), --mode-option
+(session/new returns a "mode" select option of category "mode", ask|code, as
+ACP prefers to ``modes``; set_config_option of it answers it set), --commands (after
 answering session/new, send an available_commands_update, as agents do),
 --stderr-noise N (write N KiB to stderr at start), --ignore-sigterm,
 --init-delay SECONDS (answer initialize that much later: a slow start-up),
@@ -90,6 +92,19 @@ def config_options(model: str) -> list[dict]:
             "options": [{"group": "all", "name": "All", "options": values}],
         }
     ]
+
+
+def mode_option(mode: str) -> dict:
+    """Session modes as a config option (ACP: category "mode")."""
+    values = [{"value": v, "name": v.title()} for v in ("ask", "code")]
+    return {
+        "id": "mode",
+        "name": "Session Mode",
+        "category": "mode",
+        "type": "select",
+        "currentValue": mode,
+        "options": values,
+    }
 
 
 def send(msg: dict) -> None:
@@ -684,6 +699,8 @@ def main() -> None:
                 result = {} if method != "session/new" else {"sessionId": sid}
                 if "--config" in ARGS:
                     result["configOptions"] = config_options("model-1")
+                if "--mode-option" in ARGS:
+                    result["configOptions"] = [mode_option("ask")]
                 if "--modes" in ARGS:
                     result["modes"] = {
                         "currentModeId": "ask",
@@ -702,6 +719,8 @@ def main() -> None:
                 tool.kill()  # what it started in a session of its own lives on
                 tool.wait()
             result = {}
+        elif method == "session/set_config_option" and params["configId"] == "mode":
+            result = {"configOptions": [mode_option(params["value"])]}
         elif method == "session/set_config_option":
             result = {"configOptions": config_options(params["value"])}
         elif method == "session/prompt":

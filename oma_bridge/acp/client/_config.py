@@ -136,7 +136,9 @@ class AcpBackendConfig:
         session_per_run: Open a new session (``session/new``) for every run
             after the first, on the same agent process, so that no run sees
             another's turns (batch jobs). Cannot be combined with ``session_id``.
-        mode: A session mode id to switch to, if the agent offers it.
+        mode: A session mode id to switch to, if the agent offers it: set
+            through its mode config option (category ``"mode"``) where it
+            offers one, as ACP prefers, else with ``session/set_mode``.
         config_options: Session config options to set, ``{config id: value}``
             (e.g. ``{"model": "model-2"}``); each is set only when the agent
             offers that option with that value, and skipped (logged) otherwise.

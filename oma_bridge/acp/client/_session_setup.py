@@ -2,7 +2,9 @@
 
 The agent's answer to ``session/new`` or ``session/load`` says which modes and
 options it offers; each wanted one it offers is set, and each it does not is a
-warning the user sees, never a failed run.
+warning the user sees, never a failed run. A mode is set through the agent's
+mode config option (category ``"mode"``) where it offers one: ACP prefers
+config options to ``modes``, which it will drop.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import TYPE_CHECKING
 from ..rpc import methods as m
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ...bridge.messages import JSONValue
     from ..rpc import Connection
     from ._config import AcpBackendConfig
@@ -36,21 +40,42 @@ async def configure_session(
     if not isinstance(opened, dict) or not (config.mode or config.config_options):
         return opened
     opened = copy.deepcopy(opened)
-    modes = opened.get("modes")
-    if config.mode is not None and await _set_mode(
-        conn, session_id, config.mode, modes
-    ):
+    modes, mode = opened.get("modes"), config.mode
+    wanted = dict(config.config_options)
+    option = _mode_option(opened.get("configOptions"))
+    if mode is not None and option is not None:
+        wanted = {option: mode, **wanted}  # an explicit value for it wins
+    elif mode is not None and await _set_mode(conn, session_id, mode, modes):
         assert isinstance(modes, dict)
-        modes["currentModeId"] = config.mode
-    if config.config_options:
-        await _set_options(conn, session_id, config, opened)
+        modes["currentModeId"] = mode
+    if wanted:
+        await _set_options(conn, session_id, wanted, opened)
+    if option is not None and isinstance(modes, dict):
+        # The same modes offered both ways: the copy says one current mode.
+        now = _by_id(opened.get("configOptions")).get(option, {}).get("currentValue")
+        if now in _mode_ids(modes):
+            modes["currentModeId"] = now
     return opened
+
+
+def _mode_option(offered: JSONValue) -> str | None:
+    """The id of the agent's session-mode option (a select of category
+    ``"mode"``), or None."""
+    for option in offered if isinstance(offered, list) else []:
+        if (
+            isinstance(option, dict)
+            and option.get("category") == "mode"
+            and option.get("type") == "select"
+            and isinstance(option.get("id"), str)
+        ):
+            return option["id"]  # type: ignore[return-value]
+    return None
 
 
 async def _set_options(
     conn: Connection,
     session_id: str,
-    config: AcpBackendConfig,
+    wanted: Mapping[str, str | bool],
     opened: dict[str, JSONValue],
 ) -> None:
     """Set the wanted config options; each one set is marked current in
@@ -58,7 +83,7 @@ async def _set_options(
     options (ACP, session config options: one may depend on another, such as
     a model's effort levels), so it replaces the list the next one is looked
     up in."""
-    for config_id, value in config.config_options.items():
+    for config_id, value in wanted.items():
         options = _by_id(opened.get("configOptions"))
         now, reply = await _set_config_option(
             conn, session_id, config_id, value, options
@@ -82,6 +107,13 @@ def _by_id(offered: JSONValue) -> dict[JSONValue, dict[str, JSONValue]]:
     }
 
 
+def _mode_ids(modes: dict[str, JSONValue]) -> list[JSONValue]:
+    available = modes.get("availableModes")
+    if not isinstance(available, list):
+        return []
+    return [x.get("id") for x in available if isinstance(x, dict)]
+
+
 async def _set_mode(
     conn: Connection, session_id: str, mode: str, modes: JSONValue
 ) -> bool:
@@ -89,12 +121,7 @@ async def _set_mode(
     if not isinstance(modes, dict):
         logger.warning("mode %r ignored: the agent offers no session modes", mode)
         return False
-    available = modes.get("availableModes")
-    ids = (
-        [x.get("id") for x in available if isinstance(x, dict)]
-        if isinstance(available, list)
-        else []
-    )
+    ids = _mode_ids(modes)
     if mode not in ids:
         logger.warning("mode %r ignored: the agent offers %s", mode, ids)
         return False

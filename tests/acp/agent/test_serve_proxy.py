@@ -281,3 +281,28 @@ async def test_the_editor_is_told_claude_agent_acp_refuses_root(tmp_path) -> Non
     assert "(IS_SANDBOX is 'yes' here)" in str(error)
     assert error.data == {"type": "RootRefusedError", "code": "ROOT_REFUSED"}
     check_frames(sent)
+
+
+async def test_the_editor_sees_the_mode_set_through_the_mode_option(tmp_path) -> None:
+    # An agent offering its modes both ways (``modes`` and a config option of
+    # category "mode"): --mode is set through the option, and the session the
+    # editor is handed says "code" in both.
+    log = tmp_path / "log"
+
+    async def scenario(conn, process, editor):
+        await conn.initialize(protocol_version=1)
+        return await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+
+    agent = f"{FAKE} --mode-option --modes"
+    opened, _ = await drive(
+        scenario, "--acp", agent, "--env", f"ACP_LOG={log}", "--mode", "code"
+    )
+    assert opened.modes.current_mode_id == "code"
+    [option] = opened.config_options
+    assert (option.id, option.current_value) == ("mode", "code")
+    sets = [
+        f["method"]
+        for f in frames(log)
+        if f.get("method", "").startswith("session/set")
+    ]
+    assert sets == ["session/set_config_option"]

@@ -253,6 +253,29 @@ async def test_mode_is_set_only_when_offered(tmp_path) -> None:
     assert "session/set_mode" not in methods(log2)
 
 
+@pytest.mark.parametrize("modes", [(), ("--modes",)])
+async def test_mode_is_set_through_the_mode_config_option_when_offered(
+    tmp_path, modes
+) -> None:
+    # ACP: an agent offering configOptions is configured through them, not
+    # through ``modes`` (to be removed): a mode option (category "mode") takes
+    # ``mode=``, whether the agent offers ``modes`` beside it or not.
+    log = tmp_path / "log"
+    async with agent_for(
+        fake_agent(log, "--mode-option", *modes, mode="code")
+    ) as agent:
+        with anyio.fail_after(WAIT):
+            assert (await agent.run("say:x")).success
+    calls = [f for f in frames(log) if f.get("method", "").startswith("session/set_")]
+    assert [(c["method"], c["params"]) for c in calls] == [
+        (
+            "session/set_config_option",
+            {"sessionId": calls[0]["params"]["sessionId"], "configId": "mode",
+             "value": "code"},
+        )
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("flags", "wanted", "sent"),
     [
