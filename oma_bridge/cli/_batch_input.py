@@ -154,7 +154,9 @@ def recorded(
     again and the file keeps one result per id; the rewrite goes to a
     temporary file renamed over ``path``, so a kill leaves one or the other. A
     ``kill -9`` can leave the last line half written: it is cut off, so that the
-    next result starts on a line of its own, and its item runs again.
+    next result starts on a line of its own, and its item runs again. A whole
+    line that is no result (blank, or edited by hand) is kept and read past:
+    the results after it still count.
 
     Args:
         ids: The input's ids, when known: results of other ids are kept as
@@ -182,10 +184,12 @@ def _latest(path: str) -> tuple[dict[str | int, bool], set[str | int], int]:
     good_end = 0
     with open(path, "rb") as f:
         for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # a torn last line (a kill mid-write): cut off
+            good_end += len(raw)
             whole = _record(raw)
             if whole is None:
-                break
-            good_end += len(raw)
+                continue  # a whole line that is no result (blank, edited): kept
             record, key = whole[0], _id(whole[0])
             if isinstance(record, dict) and key is not None:
                 last[key] = record.get("success") is True

@@ -89,13 +89,16 @@ def test_hostile_jsonl_lines_are_reported_not_raised() -> None:
         assert problem.startswith(message), (line[:40], problem)
 
 
-def test_a_deeply_nested_record_in_the_output_ends_what_resume_trusts(
+def test_a_deeply_nested_line_in_the_output_is_read_past_and_kept(
     tmp_path: Path,
 ) -> None:
+    # No RecursionError out of resume; the line is no result, and what follows
+    # it still counts (nothing after it is cut off).
     out = tmp_path / "out.jsonl"
-    out.write_text('{"id": 1, "success": true}\n' + "[" * 100_000 + "\n")
-    assert recorded(str(out)).done == {1}
-    assert out.read_text() == '{"id": 1, "success": true}\n'
+    text = '{"id": 1, "success": true}\n' + "[" * 100_000 + '\n{"id": 2}\n'
+    out.write_text(text)
+    assert recorded(str(out)).done == {1, 2}
+    assert out.read_text() == text
 
 
 def test_a_line_ends_at_a_newline_only(tmp_path: Path) -> None:

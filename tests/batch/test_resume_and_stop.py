@@ -74,6 +74,29 @@ def test_resume_skips_every_recorded_id_and_still_exits_1_over_the_file(
     assert len(records(out)) == 6
 
 
+@pytest.mark.parametrize(
+    ("flag", "reruns"), [("--resume", ""), ("--resume-failed", "bd")]
+)
+def test_a_line_that_is_no_result_loses_none_of_the_results_after_it(
+    tmp_path: Path, flag: str, reruns: str
+) -> None:
+    # A blank line and one edited by hand in the middle of the file: they are
+    # kept, and the results after them still count (they were cut off with
+    # them: those items ran again, and their answers were lost).
+    source, out, ledger = failing_batch(tmp_path)
+    first, *rest = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(first + b"\n" + b"# checked by hand\n" + b"".join(rest))
+    done = cli(
+        str(source), "--process", LEDGER_PEER, "-o", str(out), flag, ledger=ledger
+    )
+    assert runs(ledger) == {k: 1 + (k in reruns) for k in "abcd"}, done.stderr
+    lines = out.read_bytes().splitlines()
+    at = lines.index(b"# checked by hand")  # (the first result may be rerun)
+    assert lines[at - 1] == b""
+    results = [json.loads(line) for line in lines if line.startswith(b"{")]
+    assert sorted(r["id"] for r in results) == [1, 2, 3, 4]
+
+
 def test_resume_failed_reruns_only_failures_and_keeps_one_result_per_id(
     tmp_path: Path,
 ) -> None:
