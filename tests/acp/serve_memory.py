@@ -171,6 +171,22 @@ class EditorPeer:
         reply = await self.call(1, "session/new", {"cwd": cwd, "mcpServers": []})
         return reply["result"]["sessionId"]  # type: ignore[no-any-return]
 
+    async def cancel_after_first_update(
+        self, request_id: int, session_id: str, text: str
+    ) -> dict[str, Any]:
+        """Prompt ``text``; once the turn has sent a ``session/update``, send
+        ``session/cancel``; return the prompt's reply."""
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        await self.send(
+            {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
+             "params": params}
+        )  # fmt: skip
+        while (await self.receive()).get("method") != "session/update":
+            pass
+        cancel = {"method": "session/cancel", "params": {"sessionId": session_id}}
+        await self.send({"jsonrpc": "2.0", **cancel})
+        return await self.reply(request_id)
+
     def close(self) -> None:
         self._to.close()
 

@@ -277,16 +277,8 @@ class Stops:
 async def test_load_replays_what_a_cancelled_turn_streamed(tmp_path) -> None:
     async with serving(Stops()) as editor:
         sid = await editor.open_session(str(tmp_path))
-        params = {"sessionId": sid, "prompt": [{"type": "text", "text": "wait"}]}
-        await editor.send(
-            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
-        )
-        while (await editor.receive()).get("method") != "session/update":
-            pass  # the turn has streamed its chunk
-        await editor.send(
-            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
-        )
-        cancelled = await editor.reply(2)
+        # Cancelled once the turn has streamed its chunk.
+        cancelled = await editor.cancel_after_first_update(2, sid, "wait")
         _, updates = await load(editor, 3, sid, str(tmp_path))
     assert cancelled["result"] == {"stopReason": "cancelled"}
     # What the editor was shown of the turn is in the history it replays.

@@ -136,16 +136,8 @@ async def test_a_cancelled_turn_adds_what_it_had_cost_to_the_sessions_total(
     )
     async with serving(AgentConfig(name="t", backend=backend)) as editor:
         sid = await editor.open_session(str(tmp_path))
-        params = {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}
-        await editor.send(
-            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
-        )
-        while (await editor.receive()).get("method") != "session/update":
-            pass  # the turn has reported its usage
-        await editor.send(
-            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
-        )
-        cancelled = await editor.reply(2)
+        # Cancelled once the turn has reported its usage.
+        cancelled = await editor.cancel_after_first_update(2, sid, "one")
         updates, _ = await _prompt(editor, sid, 3, "two")
     assert cancelled["result"] == {"stopReason": "cancelled"}
     [occupancy] = [u for u in updates if u["sessionUpdate"] == "usage_update"]
